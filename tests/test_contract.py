@@ -1,0 +1,124 @@
+"""The contract every registered environment must honour (one suite over all ids).
+
+Modelled on Gymnasium's own ``tests/envs/test_envs.py``: every ``trace/*`` id that
+``import trace_gym`` registers is checked automatically, plus the test-only core env.
+"""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import trace_gym  # noqa: F401  (registers trace/*)
+
+ENV_IDS = sorted(i for i in gym.registry if i.startswith("trace/")) + ["trace-test/counter-v0"]
+
+
+def _make(env_id: str):
+    return gym.make(env_id)
+
+
+@pytest.fixture(scope="module", params=ENV_IDS)
+def env_id(request):
+    return request.param
+
+
+def test_some_trace_envs_are_registered():
+    assert any(i.startswith("trace/") for i in gym.registry), "import trace_gym registered no trace/* env"
+
+
+def test_check_env(env_id):
+    env = _make(env_id)
+    check_env(env.unwrapped, skip_render_check=False)
+    env.close()
+
+
+def _script(info) -> list[str]:
+    tools = [t["function"]["name"] for t in info["tools"]]
+    first = tools[0] if tools else "no_such_tool"
+    return [
+        "Hello, could you tell me more about what you need?",
+        json.dumps({"name": first, "arguments": {}}),
+        '{"name": "broken", "arguments": {',
+        "<tool_call>" + json.dumps({"name": "definitely_not_a_tool", "arguments": {"x": 1}}) + "</tool_call>",
+        "Thank you, goodbye. ###STOP###",
+    ]
+
+
+def _run(env_id: str, seed: int):
+    env = _make(env_id)
+    obs, info = env.reset(seed=seed)
+    trace = [obs]
+    for action in _script(info):
+        obs, r, term, trunc, info = env.step(action)
+        trace.append((obs, r, term, trunc, json.dumps(info.get("reward_info"), sort_keys=True, default=str)))
+        if term or trunc:
+            break
+    trace.append(json.dumps(info["messages"], sort_keys=True, default=str))
+    env.close()
+    return trace
+
+
+def test_same_seed_same_episode(env_id):
+    assert _run(env_id, 123) == _run(env_id, 123)
+
+
+def _fuzz_actions(tool_names: list[str]):
+    names = st.sampled_from(tool_names or ["x"]) | st.text(min_size=1, max_size=12)
+    junk = st.none() | st.integers() | st.text(max_size=8) | st.lists(st.integers(), max_size=3) | st.floats(allow_nan=False)
+    args = st.dictionaries(st.text(min_size=1, max_size=12), junk, max_size=4)
+    call = st.builds(lambda n, a: json.dumps({"name": n, "arguments": a}), names, args)
+    hermes = st.builds(lambda c: f"<tool_call>{c}</tool_call>", call)
+    truncated = call.map(lambda s: s[: max(1, len(s) // 2)])
+    return st.one_of(
+        st.text(max_size=200),
+        call,
+        hermes,
+        truncated,
+        st.builds(lambda n: f"{n}(", names),
+        st.text(alphabet="{}[]\"':,<>/", max_size=50),
+        st.just("x" * 20_000),
+        st.just("<tool_call>" * 3),
+    )
+
+
+def test_fuzzed_actions_never_raise_and_invalid_ones_change_nothing(env_id):
+    env = _make(env_id)
+    _, info = env.reset(seed=0)
+    tool_names = [t["function"]["name"] for t in info["tools"]]
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(_fuzz_actions(tool_names))
+    def check(action):
+        _, info = env.reset(seed=0)
+        u = env.unwrapped
+        fp_before = u.state_fingerprint()
+        transcript_before = u.transcript()
+        obs, reward, term, trunc, info = env.step(action)
+        assert isinstance(obs, str) and env.observation_space.contains(obs)
+        assert 0.0 <= reward <= 1.0
+        if "action_error" in info:
+            assert u.state_fingerprint() == fp_before
+            assert u.transcript() == transcript_before
+        new_calls = [m for m in info["messages"][len(transcript_before):] if m["role"] == "assistant" and m.get("tool_calls")]
+        if new_calls and len(info.get("tool_errors", [])) == len(new_calls[0]["tool_calls"]):
+            assert u.state_fingerprint() == fp_before, "a rejected tool call changed state"
+
+    check()
+    env.close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_make_vec(env_id, mode):
+    kwargs = {"shared_memory": False} if mode == "async" else {}
+    venv = gym.make_vec(env_id, num_envs=2, vectorization_mode=mode, vector_kwargs=kwargs)
+    obs, info = venv.reset(seed=[1, 2])
+    assert len(obs) == 2 and all(isinstance(o, str) for o in obs)
+    obs, rew, term, trunc, info = venv.step(("Hello there.", "Hello there."))
+    assert len(obs) == 2 and rew.shape == (2,)
+    venv.close()

@@ -1,0 +1,13 @@
+"""The torch-free core: text spaces, chat messages, tool calls, tools and ``ToolEnv``."""
+
+from .env import Episode, ToolEnv, render_messages
+from .messages import Message, MessageError, ToolCall, validate_conversation
+from .spaces import TextSpace
+from .toolcalls import ParsedAction, format_tool_call, parse_action, strip_reasoning
+from .tools import Tool, ToolError, ToolResult, ToolSet
+
+__all__ = [
+    "Episode", "Message", "MessageError", "ParsedAction", "TextSpace", "Tool", "ToolCall", "ToolEnv",
+    "ToolError", "ToolResult", "ToolSet", "format_tool_call", "parse_action", "render_messages",
+    "strip_reasoning", "validate_conversation",
+]
