@@ -1,0 +1,183 @@
+"""A deterministic, explainable labeler for targets with gold actions (τ²-bench).
+
+It compares what the agent did with the task's reference solution.  Each rule below
+decides when a capability is *needed* (else NA) and when it is LACKING; every label
+carries evidence: the message index of the call or text and a sentence.
+
+==========================  ====================================================  =====================================================
+capability                  needed when                                           LACKING when
+==========================  ====================================================  =====================================================
+precondition-verification   the agent wrote, or the gold solution has no write    a successful write whose tool is not a gold write
+                            (the task must be refused or is read-only)            (or any write when the gold has none)
+multi-step-completion       the gold solution has ≥ 2 writes                       a gold write tool was never called successfully
+tool-call-precision         the agent called a gold write tool                    that tool was called but never with the gold
+                                                                                  arguments (ids aside), or the call errored
+structured-selection        a gold write carries record ids                       a call to the gold tool used another record id
+refund-policy-compliance    a gold write carries ``payment_method_id``            the agent's call used another payment method
+information-communication   the task lists ``communicate_info``                   an item is missing from every assistant message
+confirmation-before-write   the agent made a successful write                     no user message since the agent's last text or write
+==========================  ====================================================  =====================================================
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..labels import Capability, Evidence, Label, LabelRun, LabelValue
+from ..trajectory_view import AgentCall, agent_calls, assistant_texts, call_repr
+from .base import LabelingItem
+
+__all__ = ["GoldLabeler", "ID_ARGS"]
+
+ID_ARGS = frozenset({
+    "order_id", "item_ids", "new_item_ids", "product_id", "reservation_id", "flight_number", "flights",
+    "user_id", "customer_id", "line_id",
+})
+PAYMENT_ARGS = frozenset({"payment_method_id", "payment_id"})
+
+NA, PRESENT, LACKING = LabelValue.NA, LabelValue.PRESENT, LabelValue.LACKING
+
+
+def _norm(v: Any) -> str:
+    if isinstance(v, list):
+        try:
+            return json.dumps(sorted(v, key=lambda x: json.dumps(x, sort_keys=True)), sort_keys=True)
+        except TypeError:
+            pass
+    return json.dumps(v, sort_keys=True)
+
+
+def _same(a: dict[str, Any], b: dict[str, Any], keys: frozenset[str] | None = None, exclude: frozenset[str] = frozenset()) -> bool:
+    ks = (set(a) | set(b)) if keys is None else keys
+    return all(_norm(a.get(k)) == _norm(b.get(k)) for k in ks if k not in exclude)
+
+
+class GoldLabeler:
+    """Labels from departures from the gold solution; identical output for identical input."""
+
+    name = "offline"
+
+    def label(self, items: list[LabelingItem], capabilities: list[Capability], *, run: int = 0, seed: int = 0) -> LabelRun:
+        out = LabelRun(run=run, seed=seed)
+        for item in items:
+            if item.gold is None:
+                raise ValueError(f"trajectory {item.trajectory_id!r} has no gold solution; the offline labeler needs one (use --labeler llm)")
+            verdicts = self._verdicts(item)
+            for cap in capabilities:
+                v = verdicts.get(cap.name)
+                if v is None:
+                    out.unlabeled.append((item.trajectory_id, cap.name))
+                    continue
+                out.labels.append(Label(item.trajectory_id, cap.name, v[0], tuple(v[1])))
+        return out
+
+    # -------------------------------------------------------------- rules
+    def _verdicts(self, item: LabelingItem) -> dict[str, tuple[LabelValue, list[Evidence]]]:
+        gold = item.gold or {}
+        gold_actions = [a for a in gold.get("actions") or [] if a.get("requestor", "assistant") == "assistant"]
+        gold_writes = [a for a in gold_actions if a["name"] in item.write_tools]
+        calls = agent_calls(item.messages)
+        writes_ok = [c for c in calls if c.name in item.write_tools and not c.error]
+        return {
+            "precondition-verification": self._precondition(gold_writes, writes_ok),
+            "multi-step-completion": self._completion(gold_writes, writes_ok),
+            "tool-call-precision": self._precision(gold_writes, calls),
+            "structured-selection": self._selection(gold_writes, calls),
+            "refund-policy-compliance": self._refund(gold_writes, calls),
+            "information-communication": self._communicate(gold.get("communicate_info") or [], item.messages),
+            "confirmation-before-write": self._confirmation(item.messages, writes_ok),
+        }
+
+    @staticmethod
+    def _ev(c: AgentCall, reason: str) -> Evidence:
+        return Evidence(reason, c.turn, call_repr(c.name, c.arguments))
+
+    def _precondition(self, gold_writes, writes_ok):
+        if not writes_ok and gold_writes:
+            return NA, [Evidence("the agent made no write and the task called for some")]
+        gold_names = {a["name"] for a in gold_writes}
+        bad = [c for c in writes_ok if c.name not in gold_names]
+        if bad:
+            why = "the task must be refused, yet the agent wrote" if not gold_writes else "a write the task did not call for"
+            return LACKING, [self._ev(c, why) for c in bad]
+        return PRESENT, [Evidence("every write was one the task called for" if writes_ok else "no write on a task without writes")]
+
+    def _completion(self, gold_writes, writes_ok):
+        if len(gold_writes) < 2:
+            return NA, [Evidence(f"the task needs {len(gold_writes)} write(s)")]
+        done = {c.name for c in writes_ok}
+        missed = [a for a in gold_writes if a["name"] not in done]
+        if missed:
+            return LACKING, [Evidence(f"never performed {call_repr(a['name'], a.get('arguments') or {})}") for a in missed]
+        return PRESENT, [Evidence(f"all {len(gold_writes)} required writes were performed")]
+
+    def _precision(self, gold_writes, calls):
+        relevant = [(a, [c for c in calls if c.name == a["name"]]) for a in gold_writes]
+        relevant = [(a, cs) for a, cs in relevant if cs]
+        if not relevant:
+            return NA, [Evidence("the agent never called a gold write tool")]
+        ev = []
+        for a, cs in relevant:
+            gargs = a.get("arguments") or {}
+            if any(not c.error and _same(c.arguments, gargs, exclude=ID_ARGS | PAYMENT_ARGS) for c in cs):
+                continue
+            for c in cs:
+                ev.append(self._ev(c, "the call failed" if c.error else f"arguments differ from {call_repr(a['name'], gargs)}"))
+        return (LACKING, ev) if ev else (PRESENT, [Evidence("gold write tools called with the gold arguments")])
+
+    def _selection(self, gold_writes, calls):
+        with_ids = [a for a in gold_writes if ID_ARGS & set(a.get("arguments") or {})]
+        relevant = [(a, [c for c in calls if c.name == a["name"] and not c.error]) for a in with_ids]
+        relevant = [(a, cs) for a, cs in relevant if cs]
+        if not relevant:
+            return NA, [Evidence("no successful call to a gold write that selects records")]
+        ev = []
+        for a, cs in relevant:
+            gargs = a.get("arguments") or {}
+            keys = frozenset(ID_ARGS & set(gargs))
+            if not any(_same(c.arguments, gargs, keys=keys) for c in cs):
+                ev.extend(self._ev(c, f"selected other records than {sorted((k, gargs[k]) for k in keys)}") for c in cs)
+        return (LACKING, ev) if ev else (PRESENT, [Evidence("the right records were selected")])
+
+    def _refund(self, gold_writes, calls):
+        pay = [a for a in gold_writes if PAYMENT_ARGS & set(a.get("arguments") or {})]
+        relevant = [(a, [c for c in calls if c.name == a["name"] and not c.error]) for a in pay]
+        relevant = [(a, cs) for a, cs in relevant if cs]
+        if not relevant:
+            return NA, [Evidence("no successful call to a gold write that moves money")]
+        ev = []
+        for a, cs in relevant:
+            gargs = a.get("arguments") or {}
+            keys = frozenset(PAYMENT_ARGS & set(gargs))
+            if not any(_same(c.arguments, gargs, keys=keys) for c in cs):
+                ev.extend(self._ev(c, f"paid to {[c.arguments.get(k) for k in keys]} instead of {[gargs[k] for k in keys]}") for c in cs)
+        return (LACKING, ev) if ev else (PRESENT, [Evidence("money went to the payment method the policy requires")])
+
+    def _communicate(self, infos, messages):
+        if not infos:
+            return NA, [Evidence("the task requires no specific information to be communicated")]
+        texts = [(i, t.lower().replace(",", "")) for i, t in assistant_texts(messages)]
+        missing = [s for s in infos if not any(str(s).lower() in t for _, t in texts)]
+        if missing:
+            return LACKING, [Evidence(f"never told the user {s!r}") for s in missing]
+        return PRESENT, [Evidence(f"communicated {list(infos)!r}")]
+
+    def _confirmation(self, messages, writes_ok):
+        if not writes_ok:
+            return NA, [Evidence("the agent made no write")]
+        ev = []
+        last_barrier = -1  # index of the agent's last text message or write
+        writes_by_turn = {c.turn for c in writes_ok}
+        for i, m in enumerate(messages):
+            role = m.get("role")
+            if role == "assistant" and i in writes_by_turn:
+                asked = any(messages[j].get("role") == "user" and messages[j].get("name") != "env_feedback"
+                            for j in range(last_barrier + 1, i))
+                if not asked or last_barrier < 0 or messages[last_barrier].get("tool_calls"):
+                    c = next(c for c in writes_ok if c.turn == i)
+                    ev.append(self._ev(c, "wrote without asking the user to confirm first"))
+                last_barrier = i
+            elif role == "assistant" and not m.get("tool_calls") and m.get("content"):
+                last_barrier = i
+        return (LACKING, ev) if ev else (PRESENT, [Evidence("each write followed a user reply to the agent's summary")])

@@ -1,0 +1,68 @@
+"""Human-facing output of the analysis: a rich table and a PNG chart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+__all__ = ["capabilities_table", "plot_capabilities"]
+
+
+def capabilities_table(doc: dict[str, Any]) -> Table:
+    t = doc["thresholds"]
+    table = Table(title=f"Capabilities ({doc['inputs']['n_failed']} failed / {doc['inputs']['n_passed']} passed; "
+                        f"ρ={t['rho']}, δ={t['delta']}, K={t['k']} of N={doc['runs']})")
+    for col in ("capability", "selected", "runs passed", "mean Cov", "mean ER−", "mean ER+", "mean Δ"):
+        table.add_column(col, justify="left" if col == "capability" else "right")
+    for s in doc["capabilities"]:
+        per = s["per_run"]
+        n = max(1, len(per))
+        table.add_row(
+            s["capability"], "yes" if s["selected"] else "", f"{s['runs_passed']}/{s['n_runs']}",
+            f"{s['mean_coverage']:.2f}", f"{sum(p['er_minus'] for p in per) / n:.2f}",
+            f"{sum(p['er_plus'] for p in per) / n:.2f}", f"{s['mean_gap']:+.2f}",
+        )
+    return table
+
+
+def plot_capabilities(doc: dict[str, Any], path: str | Path) -> Path | None:
+    """Coverage vs gap (one point per capability and run) and selection frequency; None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    t = doc["thresholds"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for s in doc["capabilities"]:
+        xs = [p["coverage"] for p in s["per_run"]]
+        ys = [p["gap"] for p in s["per_run"]]
+        ax1.scatter(xs, ys, label=s["capability"], alpha=0.7, marker="o" if s["selected"] else "x")
+    ax1.axvline(t["rho"], color="grey", ls="--", lw=1)
+    ax1.axhline(t["delta"], color="grey", ls="--", lw=1)
+    ax1.set_xlabel("coverage (lacking on failed / failed)")
+    ax1.set_ylabel("contrastive gap Δ = ER− − ER+")
+    ax1.set_xlim(-0.02, 1.02)
+    ax1.set_ylim(-1.02, 1.02)
+    ax1.legend(fontsize=7, loc="lower right")
+    ax1.set_title("per run and capability")
+    names = [s["capability"] for s in doc["capabilities"]]
+    freq = [s["runs_passed"] / max(1, s["n_runs"]) for s in doc["capabilities"]]
+    colors = ["tab:green" if s["selected"] else "tab:grey" for s in doc["capabilities"]]
+    ax2.barh(names[::-1], freq[::-1], color=colors[::-1])
+    ax2.axvline(t["k"] / max(1, doc["runs"]), color="grey", ls="--", lw=1)
+    ax2.set_xlim(0, 1)
+    ax2.set_xlabel("selection frequency (runs passed / N)")
+    ax2.set_title("selection")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
