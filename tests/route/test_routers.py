@@ -48,3 +48,26 @@ def test_index_round_trip(router, tmp_path):
     again = RetrievalRouter(loaded, router.embedder, k=3, min_similarity=0.2)
     q = conv("return my order for a refund please")
     assert again.route(q) == router.route(q)
+
+
+def test_build_index_keeps_correct_trajectories_and_accuracy_report():
+    from types import SimpleNamespace
+
+    from trace_gym.route.build import build_index, routing_accuracy
+
+    def traj(text, reward, seed):
+        return SimpleNamespace(transcript=conv(text), messages=[], reward=reward, env_id="trace/x-v0", seed=seed)
+
+    corpora = {
+        "cap-refund-policy": [traj(t, 1.0, i) for i, t in enumerate(EXAMPLES["cap-refund-policy"])] + [traj("fail", 0.0, 9)],
+        NO_ADAPTER: [traj(t, 1.0, i) for i, t in enumerate(EXAMPLES[NO_ADAPTER])],
+    }
+    index = build_index(corpora)
+    assert "fail" not in index.texts and len(index.texts) == 4
+    r = RetrievalRouter(index, k=3, min_similarity=0.0)
+    rep = routing_accuracy(r, [(conv("refund my delivered order please"), "cap-refund-policy"),
+                               (conv("where is my package, what's its status?"), NO_ADAPTER)])
+    assert rep.n == 2 and rep.accuracy == 1.0
+    assert rep.confusion == {"cap-refund-policy": {"cap-refund-policy": 1}, NO_ADAPTER: {NO_ADAPTER: 1}}
+    with pytest.raises(ValueError, match="empty"):
+        build_index({"x": [traj("a", 0.0, 0)]})

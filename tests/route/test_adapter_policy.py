@@ -1,0 +1,93 @@
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+peft = pytest.importorskip("peft")
+
+from trace_gym.policies.hf import HFPolicy, tiny_test_model  # noqa: E402
+from trace_gym.route import NO_ADAPTER  # noqa: E402
+from trace_gym.route.policy import AdapterPolicy, RoutedPolicy  # noqa: E402
+from trace_gym.route.registry import AdapterRegistry  # noqa: E402
+
+
+class KeywordRouter:
+    """A deterministic router: the first label whose keyword occurs in the first user message."""
+
+    name = "keyword"
+
+    def __init__(self, rules):
+        self.rules = rules
+        self.labels = [lab for _, lab in rules]
+
+    def route(self, messages):
+        text = next((m["content"] for m in messages if m["role"] == "user"), "") or ""
+        return next((lab for kw, lab in self.rules if kw in text), NO_ADAPTER)
+
+
+def _make_adapter(path, seed):
+    model, _ = tiny_test_model(seed=0)
+    cfg = peft.LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", init_lora_weights=False)
+    torch.manual_seed(seed)
+    pm = peft.get_peft_model(model, cfg)
+    pm.save_pretrained(str(path))
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    root = tmp_path_factory.mktemp("adapters")
+    entries = []
+    for i, name in enumerate(["cap-a", "cap-b"]):
+        _make_adapter(root / name, seed=10 + i)
+        entries.append({"name": name, "path": name, "capability": name, "env_id": f"trace/{name}-v0", "base_model": "tiny"})
+    (root / "manifest.json").write_text(json.dumps({"adapters": entries}))
+    return AdapterRegistry(root / "manifest.json")
+
+
+def _policy(registry):
+    model, tok = tiny_test_model(seed=0)
+    return AdapterPolicy(HFPolicy(model, tok, greedy=True, max_new_tokens=6), registry)
+
+
+def _logits(policy, text="hello"):
+    ids = policy.base.tokenizer(text, return_tensors="pt")["input_ids"]
+    with policy._ctx(), torch.no_grad():
+        return policy.base.model(input_ids=ids).logits[0, -1]
+
+
+def test_registry_resolves_relative_paths(registry):
+    assert registry.names() == ["cap-a", "cap-b"]
+    assert registry["cap-a"].path.is_dir()
+    assert registry.by_capability() == {"cap-a": "cap-a", "cap-b": "cap-b"}
+    with pytest.raises(KeyError, match="not in"):
+        registry["nope"]
+
+
+def test_switching_adapters_changes_the_model_and_none_is_the_base(registry):
+    pol = _policy(registry)
+    pol.use(NO_ADAPTER)
+    base = _logits(pol)
+    model, _ = tiny_test_model(seed=0)
+    ids = pol.base.tokenizer("hello", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        ref = model(input_ids=ids).logits[0, -1]
+    assert torch.allclose(base, ref, atol=1e-5)
+    pol.use("cap-a")
+    a = _logits(pol)
+    pol.use("cap-b")
+    b = _logits(pol)
+    assert not torch.allclose(a, base) and not torch.allclose(a, b)
+    with pytest.raises(KeyError):
+        pol.use("cap-z")
+
+
+def test_routed_policy_routes_once_per_conversation(registry):
+    pol = RoutedPolicy(_policy(registry), KeywordRouter([("refund", "cap-a"), ("flight", "cap-b")]))
+    convo = [{"role": "system", "content": "s"}, {"role": "user", "content": "I want a refund"}]
+    pol.reset(1)
+    pol.act(convo, [])
+    pol.act(convo + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "my flight"}], [])
+    assert [d["adapter"] for d in pol.decisions] == ["cap-a"]
+    out = pol.act_batch([(convo, []), ([{"role": "user", "content": "hello"}], [])], seeds=[2, 3])
+    assert len(out) == 2 and all(isinstance(x, str) for x in out)
+    assert [d["adapter"] for d in pol.decisions] == ["cap-a", "cap-a", NO_ADAPTER]

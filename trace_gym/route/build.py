@@ -1,0 +1,92 @@
+"""Building the router index and measuring routing accuracy.
+
+The index holds, per adapter, the first user message of *correct* trajectories from
+that adapter's capability environment (reward at or above ``success``), and under
+:data:`NO_ADAPTER` those of target trajectories the base model already passes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .base import NO_ADAPTER, Router, first_user_message
+from .embed import Embedder
+from .index import RouterIndex
+
+__all__ = ["build_index", "RoutingReport", "routing_accuracy", "true_route_labels"]
+
+
+def build_index(corpora: Mapping[str, Iterable[Any]], embedder: Embedder | None = None, success: float = 1.0,
+                max_per_label: int = 64) -> RouterIndex:
+    """``corpora`` maps an adapter name (or NO_ADAPTER) to trajectories (``.transcript``/``.messages``, ``.reward``)."""
+    embedder = embedder or Embedder()
+    index = RouterIndex(embedder.model_name)
+    for label, trajs in corpora.items():
+        texts, sources = [], []
+        for t in trajs:
+            if float(t.reward) < success:
+                continue
+            text = first_user_message(t.transcript or t.messages)
+            if text and text not in texts:
+                texts.append(text)
+                sources.append(f"{t.env_id}#{t.seed}")
+            if len(texts) >= max_per_label:
+                break
+        if texts:
+            index.add(texts, [label] * len(texts), sources, embedder.encode(texts))
+    if not index.texts:
+        raise ValueError("no correct trajectory in any corpus: the router index would be empty")
+    return index
+
+
+def true_route_labels(capabilities_doc: Mapping[str, Any], label_runs: list[Any], adapters: Mapping[str, str]) -> dict[str, str]:
+    """Per trajectory id, the adapter it *should* go to according to the analysis.
+
+    The selected capability the trajectory lacked (majority over labeling runs, ties to the
+    higher-ranked capability) mapped to its adapter, or NO_ADAPTER when it lacked none.
+    """
+    ranked = [s["capability"] for s in capabilities_doc["capabilities"] if s["selected"]]
+    votes: dict[str, Counter] = {}
+    for run in label_runs:
+        for lab in run.labels:
+            if lab.capability in ranked and lab.value.value == "LACKING":
+                votes.setdefault(lab.trajectory_id, Counter())[lab.capability] += 1
+    all_ids = {lab.trajectory_id for run in label_runs for lab in run.labels}
+    out = {}
+    for tid in sorted(all_ids):
+        c = votes.get(tid)
+        if not c:
+            out[tid] = NO_ADAPTER
+            continue
+        best = max(c.values())
+        cap = next(r for r in ranked if c.get(r) == best)
+        out[tid] = adapters.get(cap, NO_ADAPTER)
+    return out
+
+
+@dataclass
+class RoutingReport:
+    n: int
+    correct: int
+    confusion: dict[str, dict[str, int]] = field(default_factory=dict)  # true -> predicted -> count
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.n if self.n else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "correct": self.correct, "accuracy": self.accuracy, "confusion": self.confusion}
+
+
+def routing_accuracy(router: Router, conversations: Iterable[tuple[list[dict[str, Any]], str]]) -> RoutingReport:
+    rep = RoutingReport(0, 0)
+    for messages, truth in conversations:
+        pred = router.route(messages)
+        rep.n += 1
+        rep.correct += int(pred == truth)
+        rep.confusion.setdefault(truth, {}).setdefault(pred, 0)
+        rep.confusion[truth][pred] += 1
+    return rep
