@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["ChatClient", "OpenAIChatClient", "CassetteClient", "CassetteMiss", "request_key"]
+__all__ = ["ChatClient", "OpenAIChatClient", "CassetteClient", "CassetteMiss", "PolicyChatClient", "request_key"]
 
 
 @runtime_checkable
@@ -115,3 +115,20 @@ class CassetteClient:
         finally:
             os.close(fd)
         return answer
+
+
+class PolicyChatClient:
+    """Use any trace-gym policy (e.g. a local Hugging Face model) as a chat client.
+
+    The policy's own sampling settings apply; ``seed`` becomes its episode seed, so the
+    same request with the same seed gives the same answer.
+    """
+
+    def __init__(self, policy: Any):
+        self.policy = policy
+        self.model = getattr(policy, "policy_id", type(policy).__name__)
+
+    def complete(self, messages: list[dict[str, Any]], *, seed: int, temperature: float = 0.0) -> str:
+        if hasattr(self.policy, "reset"):
+            self.policy.reset(seed)
+        return self.policy.act(messages, [])

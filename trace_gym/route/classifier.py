@@ -9,6 +9,7 @@ forward pass, deterministic for a given model.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from .base import NO_ADAPTER, first_user_message
@@ -65,7 +66,9 @@ class ClassifierRouter:
         for r, s in enumerate(seqs):  # right padding: label tokens keep their positions
             ids[r, : len(s)] = torch.tensor(s)
             mask[r, : len(s)] = 1
-        with torch.no_grad():
+        # The router is the *base* model: with a PEFT model, adapters are switched off while scoring.
+        ctx = self.model.disable_adapter() if hasattr(self.model, "disable_adapter") else nullcontext()
+        with ctx, torch.no_grad():
             logits = self.model(input_ids=ids.to(self.model.device), attention_mask=mask.to(self.model.device)).logits.float()
         logp = torch.log_softmax(logits, dim=-1)
         out = {}

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import pytest
+
+from tests.compare.envs import ENV_ID
+from trace_gym.compare.budget import BudgetedEnv, BudgetExceeded, RolloutBudget
+
+
+def test_budget_counts_per_stage_and_refuses_past_total(tmp_path):
+    b = RolloutBudget(5, tmp_path / "b.json")
+    b.charge("base", 2)
+    b.charge("train", 3)
+    assert (b.used, b.remaining, b.by_stage) == (5, 0, {"base": 2, "train": 3})
+    with pytest.raises(BudgetExceeded, match="only 0 of 5"):
+        b.charge("train", 1)
+    assert b.used == 5 and b.by_stage["train"] == 3  # the refused charge counted nothing
+    with pytest.raises(ValueError):
+        b.charge("x", -1)
+
+
+def test_budget_persists_and_resumes(tmp_path):
+    p = tmp_path / "b.json"
+    b = RolloutBudget(10, p)
+    b.charge("base", 4)
+    data = json.loads(p.read_text())
+    assert data["used"] == 4 and data["by_stage"] == {"base": 4}
+    again = RolloutBudget(10, p)
+    assert again.by_stage == {"base": 4} and again.remaining == 6
+    with pytest.raises(ValueError, match="budget of 10"):
+        RolloutBudget(12, p)
+
+
+def test_restarting_a_stage_keeps_only_what_it_keeps(tmp_path):
+    b = RolloutBudget(10, tmp_path / "b.json")
+    b.charge("base", 3)
+    b.charge("train", 5)  # then the run is killed mid-training
+    b.start_stage("train", 0)  # training starts over
+    assert b.used == 3 and b.remaining == 7
+    with pytest.raises(BudgetExceeded):
+        b.start_stage("base", 11)
+
+
+def test_budgeted_env_charges_on_first_step_and_refuses_without_stepping(tmp_path):
+    b = RolloutBudget(1, tmp_path / "b.json")
+    env = BudgetedEnv(gym.make(ENV_ID, disable_env_checker=True), b, "gepa")
+    env.reset(seed=0)  # a reset alone is free
+    assert b.used == 0
+    env.step("Done.")
+    env.step("Done.")  # the same episode: one rollout
+    assert b.by_stage == {"gepa": 1}
+    env.reset(seed=1)
+    before = env.unwrapped.step_count
+    with pytest.raises(BudgetExceeded):
+        env.step("Done.")
+    assert env.unwrapped.step_count == before  # the wrapped env never saw the refused action
+    assert b.used == 1

@@ -1,0 +1,56 @@
+"""Fixtures for the trainer tests: the test envs, SmolLM2's tokenizer, and skips when the train extra is missing."""
+
+from __future__ import annotations
+
+import pytest
+
+import tests.train.envs  # noqa: F401  (registers trace-test/train-*)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread():
+    """One intra-op thread: on a small shared CPU, OpenMP threads spinning against each other make
+    the tiny model's matmuls ~30x slower."""
+    try:
+        import torch
+    except ImportError:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    pytest.importorskip("transformers")
+    from trace_gym.policies.hf import ModelUnavailableError, load_smollm2_tokenizer
+
+    try:
+        tok = load_smollm2_tokenizer()
+    except ModelUnavailableError as exc:
+        pytest.skip(str(exc))
+    tok.padding_side = "left"
+    return tok
+
+
+def scripted_generate(tokenizer, turns: list[str]):
+    """A generate function that answers with the given texts in order (each followed by the stop token).
+
+    It stands in for the model where a test needs to know exactly which tokens
+    the agent produced; the env, the chat template and the masking are real.
+    """
+    state = {"i": 0, "seen": []}
+
+    def generate(prompts, max_new_tokens):
+        outs = []
+        for p in prompts:
+            state["seen"].append(list(p))
+            text = turns[min(state["i"], len(turns) - 1)]
+            outs.append(tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id])
+        state["i"] += 1
+        return outs
+
+    generate.state = state  # type: ignore[attr-defined]
+    return generate

@@ -1,0 +1,96 @@
+"""Small test-only environments for the trainer, registered under ``trace-test/train-*``.
+
+* ``trace-test/train-single-v0`` — one agent turn: the user asks for a short
+  answer; the reward grows with the answer's length up to 200 characters, so even a
+  random model gets rewards that differ within a group.
+* ``trace-test/train-multi-v0`` — a tool (``lookup``), a scripted user who answers
+  twice before ending the conversation, and an optional hint in the system prompt
+  (``options={"hint": True}``), reported as ``hint_shown`` with the hint-free
+  opening in ``prompt_messages_without_hint``, like the capability envs.
+* ``trace-test/train-constant-v0`` — every episode scores 0.5 (constant groups).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from trace_gym.core import Tool, ToolEnv, ToolSet
+from trace_gym.core.env import Episode
+
+HINT = "HINT: look the code up with the lookup tool first."
+WORDS = ["apple", "river", "stone", "cloud", "ember", "maple", "orbit", "tulip"]
+
+
+class SingleTurnEnv(ToolEnv):
+    def __init__(self, **kwargs: Any):
+        super().__init__(max_steps=1, **kwargs)
+        self.word = ""
+
+    def _start(self, options: dict[str, Any]) -> Episode:
+        self.word = WORDS[int(self.np_random.integers(len(WORDS)))]
+        return Episode("You are a helpful assistant.", ToolSet(), [{"role": "user", "content": f"Say the word {self.word}."}])
+
+    def _respond(self, message: dict[str, Any]) -> list[dict[str, Any]]:
+        self.end("answered")
+        return []
+
+    def _evaluate(self) -> tuple[float, dict[str, Any]]:
+        replies = [m for m in self.transcript() if m["role"] == "assistant"]
+        text = (replies[-1].get("content") or "") if replies else ""
+        length = min(len(text), 200) / 200
+        hit = 1.0 if self.word in text.lower() else 0.0
+        return round(0.5 * length + 0.5 * hit, 4), {"length": length, "word": hit}
+
+
+class MultiTurnEnv(ToolEnv):
+    def __init__(self, **kwargs: Any):
+        super().__init__(max_steps=4, **kwargs)
+        self.code = ""
+        self.user_turns = 0
+        self.looked_up = False
+
+    def _start(self, options: dict[str, Any]) -> Episode:
+        self.code = f"C{int(self.np_random.integers(100, 999))}"
+        self.user_turns = 0
+        self.looked_up = False
+        hint = bool(options.get("hint", False))
+        base = "You are a support agent."
+        system = f"{base}\n{HINT}" if hint else base
+        opening = [{"role": "user", "content": "What is my code?"}]
+        tools = ToolSet([Tool("lookup", "Look up the user's code.", {"type": "object", "properties": {}}, self._lookup, kind="read")])
+        info = {"hint_shown": hint, "prompt_messages_without_hint": [{"role": "system", "content": base}, *opening]}
+        return Episode(system, tools, opening, info)
+
+    def _lookup(self) -> str:
+        self.looked_up = True
+        return self.code
+
+    def _respond(self, message: dict[str, Any]) -> list[dict[str, Any]]:
+        self.user_turns += 1
+        if self.user_turns >= 2:
+            self.end("user_done")
+            return [{"role": "user", "content": "Bye."}]
+        return [{"role": "user", "content": "Anything else?"}]
+
+    def _evaluate(self) -> tuple[float, dict[str, Any]]:
+        said = " ".join((m.get("content") or "") for m in self.transcript() if m["role"] == "assistant")
+        told = 1.0 if self.code in said else 0.0
+        length = min(len(said), 400) / 400
+        return round(0.4 * told + 0.3 * float(self.looked_up) + 0.3 * length, 4), {"told": told, "looked_up": self.looked_up}
+
+
+class ConstantEnv(SingleTurnEnv):
+    def _evaluate(self) -> tuple[float, dict[str, Any]]:
+        return 0.5, {}
+
+
+IDS = {
+    "trace-test/train-single-v0": "tests.train.envs:SingleTurnEnv",
+    "trace-test/train-multi-v0": "tests.train.envs:MultiTurnEnv",
+    "trace-test/train-constant-v0": "tests.train.envs:ConstantEnv",
+}
+for _id, _entry in IDS.items():
+    if _id not in gym.registry:
+        gym.register(id=_id, entry_point=_entry)

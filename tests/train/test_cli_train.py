@@ -1,0 +1,23 @@
+import json
+
+from trace_gym.cli import main
+
+
+def test_print_config_merges_file_flags_and_overrides(tmp_path, capsys):
+    (tmp_path / "c.yaml").write_text("num_generations: 4\nlora_r: 8\n")
+    rc = main(["train", "--env", "trace-test/train-single-v0", "--model", "tiny", "--out", str(tmp_path / "a"),
+               "--config", str(tmp_path / "c.yaml"), "--lora-r", "2", "--set", "hint_fraction=0.5", "--print-config"])
+    assert rc == 0
+    cfg = json.loads(capsys.readouterr().out)
+    assert cfg["num_generations"] == 4 and cfg["lora_r"] == 2 and cfg["hint_fraction"] == 0.5 and cfg["beta"] == 0.0
+
+
+def test_cli_errors_are_clear(tmp_path, capsys):
+    assert main(["train", "--env", "trace-test/train-single-v0", "--model", "tiny"]) == 2
+    assert "missing --out" in capsys.readouterr().err
+    assert main(["train", "--env", "nope/unknown-v0", "--model", "tiny", "--out", str(tmp_path / "a")]) == 2
+    assert "unknown env" in capsys.readouterr().err
+    assert main(["train", "--env", "x", "--model", "tiny", "--out", "o", "--set", "bogus=1"]) == 2
+    assert "unknown config key" in capsys.readouterr().err
+    assert main(["train", "--env", "x", "--model", "tiny", "--out", "o", "--set", "num_generations=1"]) == 2
+    assert "num_generations must be >= 2" in capsys.readouterr().err

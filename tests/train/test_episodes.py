@@ -1,0 +1,102 @@
+"""Token-level episodes: what the agent sampled is trained, what the env wrote is masked, hints are swapped out."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+from tests.train.conftest import scripted_generate
+from tests.train.envs import HINT
+from trace_gym.core.toolcalls import format_tool_call
+from trace_gym.train.chat import ChatRenderer
+from trace_gym.train.episodes import EpisodeRequest, run_token_episodes
+
+
+def _factory(env_id):
+    return lambda: gym.make(env_id, disable_env_checker=True)
+
+
+def test_multi_turn_sequence_is_the_chat_template_rendering_and_mask_covers_agent_tokens_only(tokenizer):
+    renderer = ChatRenderer(tokenizer)
+    call = format_tool_call("lookup", {}, style="hermes")
+    turns = [call, "Your code is ready.", "Goodbye."]
+    gen = scripted_generate(tokenizer, turns)
+    [ep] = run_token_episodes(_factory("trace-test/train-multi-v0"), [EpisodeRequest(5)], renderer, gen,
+                              stop_texts=[tokenizer.eos_token], max_completion_length=2048)
+    assert ep.terminated and ep.turns == 3 and ep.termination_reason == "user_done"
+
+    # Agent tokens are exactly the sampled ones, in order.
+    agent = [t for t, m in zip(ep.completion_ids, ep.env_mask, strict=True) if m == 1]
+    expected = []
+    for text in turns:
+        expected += tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    assert agent == expected
+    assert 0 in ep.env_mask and ep.env_mask[0] == 1 and ep.env_mask[-1] == 1
+
+    # The whole sequence reads exactly as the chat template renders the conversation.
+    env = gym.make("trace-test/train-multi-v0", disable_env_checker=True)
+    obs, info = env.reset(seed=5)
+    conversation = list(info["messages"])
+    for text in turns:
+        obs, r, term, trunc, info = env.step(text)
+    conversation = info["messages"]
+    # The agent's turns as the raw text it sampled (the env keeps a parsed view of tool calls).
+    raw = []
+    k = 0
+    for m in conversation:
+        if m["role"] == "assistant":
+            raw.append({"role": "assistant", "content": turns[k]})
+            k += 1
+        else:
+            raw.append(m)
+    full = tokenizer.decode(ep.prompt_ids + ep.completion_ids)
+    rendered = renderer._render(raw[:-1], generation_prompt=False, tools=info["tools"])  # the final user "Bye." is never shown
+    assert full == rendered.rstrip("\n")
+    assert "<tool_response>" in full and "Anything else?" in full
+
+
+def test_hinted_episode_samples_with_hint_and_trains_without(tokenizer):
+    renderer = ChatRenderer(tokenizer)
+    gen = scripted_generate(tokenizer, ["ok", "ok", "ok"])
+    eps = run_token_episodes(_factory("trace-test/train-multi-v0"), [EpisodeRequest(3, True), EpisodeRequest(3, False)],
+                             renderer, gen, stop_texts=[tokenizer.eos_token])
+    hinted, plain = eps
+    assert hinted.hint_shown and not plain.hint_shown
+    assert HINT in tokenizer.decode(hinted.generation_prompt_ids)
+    assert HINT not in tokenizer.decode(hinted.prompt_ids)
+    # The loss prompt of the hinted episode is exactly the prompt an unhinted episode has.
+    assert hinted.prompt_ids == plain.prompt_ids == plain.generation_prompt_ids
+    # The model was really sampled from the hinted prompt.
+    assert gen.state["seen"][0][: len(hinted.generation_prompt_ids)] == hinted.generation_prompt_ids
+
+
+def test_token_budget_cuts_the_episode(tokenizer):
+    renderer = ChatRenderer(tokenizer)
+    gen = scripted_generate(tokenizer, ["word " * 30])
+    [ep] = run_token_episodes(_factory("trace-test/train-multi-v0"), [EpisodeRequest(1)], renderer, gen,
+                              stop_texts=[tokenizer.eos_token], max_completion_length=40, truncated_reward=-1.0)
+    assert ep.truncated and ep.termination_reason == "token_budget" and ep.reward == -1.0
+    assert len(ep.completion_ids) <= 40 and len(ep.env_mask) == len(ep.completion_ids)
+
+
+def test_plain_gym_text_env_without_messages_works(tokenizer):
+    class Echo(gym.Env):
+        from trace_gym.core.spaces import TextSpace
+
+        observation_space = TextSpace(100)
+        action_space = TextSpace(100)
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            self.n = 0
+            return "say hi", {}
+
+        def step(self, action):
+            self.n += 1
+            done = self.n >= 2
+            return "again", float("hi" in action), done, False, {}
+
+    renderer = ChatRenderer(tokenizer)
+    gen = scripted_generate(tokenizer, ["hi", "hi there"])
+    [ep] = run_token_episodes(Echo, [EpisodeRequest(0)], renderer, gen, stop_texts=[tokenizer.eos_token])
+    assert ep.turns == 2 and ep.reward == 1.0
+    assert "again" in tokenizer.decode(ep.completion_ids)

@@ -1,0 +1,239 @@
+"""Calibration: how a policy scores on a capability environment, and difficulty tuning.
+
+:func:`calibrate` plays ``samples`` episodes for each of ``seeds`` (a *group* is the
+samples of one seed, as in group-relative RL) and reports the mean reward, the success
+rate, the fraction of groups that are all 0, all 1 or constant (groups that carry no
+learning signal), pass@k, and per-case means.  :func:`tune` searches the spec's
+difficulty knobs, one knob at a time, for a setting whose mean reward falls in a band.
+
+Besides any :class:`trace_gym.policies.Policy`, three baselines are built in:
+``reference`` (plays the spec's reference solution), ``noop`` (never acts) and
+``refuse`` (declines every request).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["CalibrationResult", "calibrate", "tune", "pass_at_k", "make_policy", "BASELINES"]
+
+SUCCESS = 1.0 - 1e-9
+
+
+class _Baseline:
+    policy_id = "baseline"
+    env: Any = None
+
+    def bind_env(self, env: Any) -> None:
+        self.env = env
+
+
+class ReferencePolicy(_Baseline):
+    """Plays the current episode's reference solution."""
+
+    policy_id = "reference"
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        actions = self.env.reference_actions()
+        sent = sum(1 for m in messages if m["role"] == "assistant" and m.get("name") is None)
+        return actions[sent] if sent < len(actions) else "Is there anything else I can help you with?"
+
+
+class NoopPolicy(_Baseline):
+    policy_id = "noop"
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        return "Okay."
+
+
+class RefusePolicy(_Baseline):
+    policy_id = "refuse"
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        return "I'm sorry, but I can't help with that request."
+
+
+BASELINES: dict[str, Callable[[], Any]] = {"reference": ReferencePolicy, "noop": NoopPolicy, "refuse": RefusePolicy}
+
+
+def make_policy(spec: str | Any, **options: Any) -> Any:
+    """A baseline by name, any object with ``act``, or ``trace_gym.policies.policy_from_spec(spec)``."""
+    if not isinstance(spec, str):
+        if not callable(getattr(spec, "act", None)):
+            raise TypeError(f"a policy needs an act(messages, tools) method; got {type(spec).__name__}")
+        return spec
+    if spec in BASELINES:
+        return BASELINES[spec]()
+    try:
+        from ..policies import policy_from_spec
+    except ImportError as exc:  # pragma: no cover - the policies package ships with trace-gym
+        raise ValueError(f"unknown policy {spec!r} (built in: {sorted(BASELINES)}); trace_gym.policies unavailable: {exc}") from None
+    return policy_from_spec(spec, **options)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for ``c`` successes out of ``n`` samples."""
+    if k > n:
+        raise ValueError(f"k={k} > n={n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+@dataclass
+class CalibrationResult:
+    env_id: str
+    policy: str
+    seeds: list[int]
+    samples: int
+    difficulty: dict[str, float]
+    rewards: dict[int, list[float]] = field(default_factory=dict)
+    cases: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def all_rewards(self) -> list[float]:
+        return [r for rs in self.rewards.values() for r in rs]
+
+    @property
+    def mean_reward(self) -> float:
+        rs = self.all_rewards
+        return sum(rs) / len(rs) if rs else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        groups = list(self.rewards.values())
+        n = len(groups) or 1
+        rs = self.all_rewards
+        per_case: dict[str, list[float]] = {}
+        for seed, vals in self.rewards.items():
+            per_case.setdefault(self.cases.get(seed, "?"), []).extend(vals)
+        out = {
+            "env_id": self.env_id,
+            "policy": self.policy,
+            "seeds": len(self.seeds),
+            "samples": self.samples,
+            "episodes": len(rs),
+            "difficulty": self.difficulty,
+            "mean_reward": round(self.mean_reward, 6),
+            "success_rate": round(sum(r >= SUCCESS for r in rs) / len(rs), 6) if rs else 0.0,
+            "groups_all_zero": round(sum(all(r == 0.0 for r in g) for g in groups) / n, 6),
+            "groups_all_one": round(sum(all(r >= SUCCESS for r in g) for g in groups) / n, 6),
+            "groups_constant": round(sum(len(set(g)) <= 1 for g in groups) / n, 6),
+            "pass_at_k": {
+                str(k): round(sum(pass_at_k(len(g), sum(r >= SUCCESS for r in g), k) for g in groups) / n, 6)
+                for k in range(1, self.samples + 1)
+            },
+            "per_case": {c: {"episodes": len(v), "mean_reward": round(sum(v) / len(v), 6)} for c, v in sorted(per_case.items())},
+        }
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["summary"] = self.summary()
+        return d
+
+
+def play_episode(env: Any, policy: Any, seed: int, sample: int) -> tuple[float, str]:
+    """One episode of ``policy`` on ``env`` with ``seed``; returns (reward, case)."""
+    from ..policies.base import reset_policy
+
+    _, info = env.reset(seed=seed)
+    if hasattr(policy, "bind_env"):
+        policy.bind_env(env)
+    reset_policy(policy, seed * 1000 + sample)
+    case = info.get("case", "?")
+    while True:
+        action = policy.act(info["messages"], info["tools"])
+        _, reward, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            return float(reward), case
+
+
+def calibrate(env_id: str, policy: Any, seeds: list[int], samples: int, *, difficulty: dict[str, float] | None = None,
+              env_kwargs: dict[str, Any] | None = None, on_episode: Callable[[], None] | None = None) -> CalibrationResult:
+    """Play ``samples`` episodes per seed and collect the rewards."""
+    import gymnasium as gym
+
+    import trace_gym  # noqa: F401
+
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    kwargs = dict(env_kwargs or {})
+    if difficulty:
+        kwargs["difficulty"] = dict(difficulty)
+    env = gym.make(env_id, **kwargs).unwrapped
+    if not hasattr(env, "cap_spec"):
+        raise TypeError(f"{env_id} is not a capability environment")
+    result = CalibrationResult(env_id, getattr(policy, "policy_id", type(policy).__name__), list(seeds), samples, dict(env.knob_values))
+    for seed in seeds:
+        group = []
+        for k in range(samples):
+            reward, case = play_episode(env, policy, seed, k)
+            group.append(reward)
+            result.cases[seed] = case
+            if on_episode:
+                on_episode()
+        result.rewards[seed] = group
+    env.close()
+    return result
+
+
+def _distance(mean: float, band: tuple[float, float]) -> float:
+    lo, hi = band
+    if lo <= mean <= hi:
+        return 0.0
+    return lo - mean if mean < lo else mean - hi
+
+
+def tune(env_id: str, policy: Any, seeds: list[int], samples: int, band: tuple[float, float], *, max_rounds: int = 4,
+         env_kwargs: dict[str, Any] | None = None, on_episode: Callable[[], None] | None = None,
+         log: Callable[[str], None] | None = None) -> tuple[dict[str, float], CalibrationResult, list[dict[str, Any]]]:
+    """Coordinate search over the spec's knobs for a mean reward inside ``band``.
+
+    Returns the best knob values, their calibration and the search trace.
+    """
+    import gymnasium as gym
+
+    import trace_gym  # noqa: F401
+
+    lo, hi = band
+    if not 0.0 <= lo <= hi <= 1.0:
+        raise ValueError(f"band must satisfy 0 <= low <= high <= 1, got {band}")
+    env = gym.make(env_id, **(env_kwargs or {})).unwrapped
+    decl = env.cap_spec.data.get("difficulty", {})
+    current = dict(env.knob_values)
+    env.close()
+    trace: list[dict[str, Any]] = []
+
+    def run(values: dict[str, float]) -> CalibrationResult:
+        res = calibrate(env_id, policy, seeds, samples, difficulty=values, env_kwargs=env_kwargs, on_episode=on_episode)
+        trace.append({"difficulty": dict(values), "mean_reward": res.mean_reward})
+        if log:
+            log(f"{values} -> mean reward {res.mean_reward:.3f}")
+        return res
+
+    best_res = run(current)
+    best = dict(current)
+    for _ in range(max_rounds):
+        if _distance(best_res.mean_reward, band) == 0.0:
+            break
+        improved = False
+        for name, k in decl.items():
+            cands = {k["min"], k["max"], (k["min"] + best[name]) / 2, (best[name] + k["max"]) / 2}
+            for v in sorted(cands):
+                v = int(round(v)) if k.get("type") == "int" else round(float(v), 4)
+                if v == best[name]:
+                    continue
+                trial = {**best, name: v}
+                res = run(trial)
+                if _distance(res.mean_reward, band) < _distance(best_res.mean_reward, band):
+                    best, best_res, improved = trial, res, True
+                if _distance(best_res.mean_reward, band) == 0.0:
+                    break
+            if _distance(best_res.mean_reward, band) == 0.0:
+                break
+        if not improved:
+            break
+    return best, best_res, trace

@@ -1,0 +1,62 @@
+"""Registers every capability spec found in ``envs/`` as ``trace/<id>-v0``.
+
+Specs are found in the repository's ``envs/`` folder and in any folder listed in
+``TRACE_GYM_ENVS_DIR`` (``os.pathsep``-separated).  Only file names and the ``title``
+line are read here, so importing this module stays cheap; each spec is parsed and
+validated when its environment is made.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from ..registration import EnvEntry
+
+__all__ = ["ENV_ENTRIES", "spec_dirs", "spec_files"]
+
+_TITLE = re.compile(r"^title:\s*(.+?)\s*$", re.MULTILINE)
+_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def spec_dirs() -> list[Path]:
+    """Folders searched for spec files, in order."""
+    dirs = [Path(__file__).resolve().parents[2] / "envs"]
+    for extra in os.environ.get("TRACE_GYM_ENVS_DIR", "").split(os.pathsep):
+        if extra.strip():
+            dirs.append(Path(extra).expanduser())
+    return [d for d in dirs if d.is_dir()]
+
+
+def spec_files() -> list[Path]:
+    """Every spec file (first folder wins when two share a name)."""
+    seen: dict[str, Path] = {}
+    for d in spec_dirs():
+        for p in sorted(d.iterdir()):
+            if p.suffix in _SUFFIXES and p.is_file() and p.stem not in seen:
+                seen[p.stem] = p
+    return list(seen.values())
+
+
+def _description(path: Path) -> str:
+    try:
+        head = path.read_text(encoding="utf-8")[:4000]
+    except OSError:
+        return "capability environment"
+    m = _TITLE.search(head)
+    if m:
+        return m.group(1).strip("'\"")
+    m = re.search(r'"title"\s*:\s*"([^"]+)"', head)
+    return m.group(1) if m else "capability environment"
+
+
+ENV_ENTRIES: list[EnvEntry] = [
+    EnvEntry(
+        id=f"trace/{p.stem}-v0",
+        entry_point="trace_gym.capabilities.env:CapabilityEnv",
+        description=_description(p),
+        kwargs={"spec": str(p)},
+    )
+    for p in spec_files()
+]

@@ -1,0 +1,244 @@
+"""``CapabilityEnv``: a Gymnasium environment compiled from a capability spec.
+
+Each ``reset(seed=...)`` draws a fresh synthetic database, a case and its slots (all
+from ``self.np_random``), builds the system prompt from the domain policy (plus, on a
+fraction of episodes, the spec's hint), and opens with the user's request.  The agent
+uses the target benchmark's tools with their exact schemas; a scripted user (or a
+simulator policy) answers its messages; the reward is the spec's weighted capability
+checks, reported component by component in ``info["reward_info"]`` at the end.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from ..core.env import Episode, ToolEnv
+from ..core.toolcalls import format_tool_call
+from ..core.tools import ToolResult
+from .backend import engine_available, open_backend
+from .domain import DomainTools, copy_db, domain_policy
+from .rewards import EpisodeLog, evaluate_rewards
+from .scenario import Scenario, UnsolvableScenarioError, bind_scenario, choose_case
+from .spec import CapabilitySpec, load_spec, resolve_number
+from .synthdb import GENERATORS
+from .user import ScriptedUser, SimulatedUser
+
+__all__ = ["CapabilityEnv", "UnsolvableScenarioError"]
+
+_SPEC_CACHE: dict[tuple[str, float], CapabilitySpec] = {}
+
+
+def _get_spec(spec: str | Path | CapabilitySpec | dict[str, Any]) -> CapabilitySpec:
+    if isinstance(spec, CapabilitySpec):
+        return spec
+    if isinstance(spec, dict):
+        from .spec import parse_spec
+
+        return parse_spec(spec)
+    p = Path(spec)
+    key = (str(p.resolve()), p.stat().st_mtime if p.exists() else 0.0)
+    if key not in _SPEC_CACHE:
+        _SPEC_CACHE[key] = load_spec(p)
+    return _SPEC_CACHE[key]
+
+
+class CapabilityEnv(ToolEnv):
+    """Text-in, text-out training environment for one capability spec.
+
+    Args:
+        spec: path of a spec file, a parsed document, or a :class:`CapabilitySpec`.
+        difficulty: knob overrides (``{"distractors": 4}``), range-checked against the spec.
+        hint_fraction: overrides the spec's fraction of episodes that show the hint.
+        max_steps: overrides the spec's step limit.
+        user_simulator: an object with ``act(messages, tools) -> str`` that plays the user
+            when the spec gives simulator instructions (otherwise the scripted user plays).
+        verify_reference: dry-run the reference solution's calls at reset and reject the
+            seed if one fails (on by default).
+        backend: ``"engine"`` (the project's τ²-bench engine on the synthetic database),
+            ``"builtin"`` (this package's plain-dict tools) or ``"auto"`` (the engine when
+            it is available).
+    """
+
+    def __init__(
+        self,
+        spec: str | Path | CapabilitySpec | dict[str, Any],
+        *,
+        difficulty: dict[str, float] | None = None,
+        hint_fraction: float | None = None,
+        max_steps: int | None = None,
+        user_simulator: Any = None,
+        verify_reference: bool = True,
+        backend: str = "auto",
+        render_mode: str | None = None,
+        **kwargs: Any,
+    ):
+        self.cap_spec = _get_spec(spec)
+        self.knob_values = self.cap_spec.knobs(difficulty)
+        steps = max_steps if max_steps is not None else int(resolve_number(self.cap_spec.data.get("max_steps", 30), self.knob_values))
+        super().__init__(max_steps=max(1, steps), render_mode=render_mode, **kwargs)
+        if hint_fraction is not None and not 0.0 <= hint_fraction <= 1.0:
+            raise ValueError(f"hint_fraction must be in [0, 1], got {hint_fraction}")
+        hint = self.cap_spec.data.get("hint") or {}
+        self.hint_fraction = hint_fraction if hint_fraction is not None else resolve_number(hint.get("fraction", 0.0), self.knob_values)
+        self.user_simulator = user_simulator
+        self.verify_reference = verify_reference
+        if backend not in ("auto", "engine", "builtin"):
+            raise ValueError(f"backend must be 'auto', 'engine' or 'builtin', got {backend!r}")
+        if backend == "auto":
+            backend = "engine" if engine_available(self.cap_spec.domain) else "builtin"
+        self.backend_kind = backend
+        self._domain_tools = DomainTools(self.cap_spec.domain, self.cap_spec.tool_names)
+        self._backend: Any = None
+        self._policy = domain_policy(self.cap_spec.domain)
+        self._seed: int | None = None
+        self.scenario: Scenario | None = None
+        self._log = EpisodeLog()
+        self._user: Any = None
+
+    # ------------------------------------------------------------------ Gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        self._seed = seed
+        return super().reset(seed=seed, options=options)
+
+    # ------------------------------------------------------------------ ToolEnv hooks
+    def _start(self, options: dict[str, Any]) -> Episode:
+        rng = random.Random(int(self.np_random.integers(0, 2**63 - 1)))
+        knobs = self.cap_spec.knobs({**self._overrides(), **dict(options.get("difficulty") or {})})
+        sizes = {k: int(resolve_number(v, knobs)) for k, v in (self.cap_spec.data.get("db") or {}).items()}
+        db = GENERATORS[self.cap_spec.domain](rng, **sizes)
+        if "case" in options:
+            wanted = [c for c in self.cap_spec.cases if c["name"] == options["case"]]
+            if not wanted:
+                raise ValueError(f"{self.cap_spec.env_id}: unknown case {options['case']!r}; expected one of {[c['name'] for c in self.cap_spec.cases]}")
+            case = wanted[0]
+        else:
+            case = choose_case(self.cap_spec, knobs, rng)
+        hint_draw = rng.random() < self.hint_fraction
+        scenario = bind_scenario(self.cap_spec, case, db, knobs, rng, self._seed)
+        backend = open_backend(self.cap_spec.domain, db, self.backend_kind, self._domain_tools.validate)
+        if self.verify_reference:
+            self._dry_run(scenario, backend.fork())
+        show_hint = bool(options["hint"]) if "hint" in options else hint_draw
+        show_hint = show_hint and scenario.hint is not None
+        self.scenario = scenario
+        self._backend = backend
+        self._domain_tools.backend = backend
+        self._log = EpisodeLog()
+        self._user = self._make_user(scenario, knobs)
+        base_prompt = self._system_prompt()
+        prompt = base_prompt + (f"\n\n## Hint\n{scenario.hint}" if show_hint else "")
+        opening = {"role": "user", "content": scenario.opening}
+        self._log.events.append({"kind": "user", "text": scenario.opening})
+        info = {
+            "spec_id": self.cap_spec.id,
+            "capability": self.cap_spec.data["capability"],
+            "case": scenario.name,
+            "hint_shown": show_hint,
+            "prompt_messages_without_hint": [{"role": "system", "content": base_prompt}, dict(opening)],
+            "difficulty": dict(knobs),
+            "seed": self._seed,
+        }
+        return Episode(system_prompt=prompt, tools=self._domain_tools.toolset, messages=[opening], info=info)
+
+    def _overrides(self) -> dict[str, float]:
+        defaults = self.cap_spec.knobs()
+        return {k: v for k, v in self.knob_values.items() if defaults.get(k) != v}
+
+    def _system_prompt(self) -> str:
+        pre = self.cap_spec.data.get("preamble")
+        return f"{pre}\n\n{self._policy}" if pre else self._policy
+
+    def _make_user(self, scenario: Scenario, knobs: dict[str, float]) -> Any:
+        u = scenario.user
+        turns = int(resolve_number(u.get("max_turns", 8), knobs))
+        if self.user_simulator is not None and "simulator" in u:
+            sim = u["simulator"]
+            return SimulatedUser(self.user_simulator, sim["instructions"], sim.get("stop_token", "###STOP###"), turns)
+        kw: dict[str, Any] = {"rules": u.get("rules", []), "max_turns": turns}
+        if u.get("fallback"):
+            kw["fallback"] = list(u["fallback"])
+        return ScriptedUser(**kw)
+
+    def _dry_run(self, scenario: Scenario, backend: Any) -> None:
+        for step in scenario.reference:
+            if "call" not in step:
+                continue
+            args = step.get("args", {})
+            problem = self._domain_tools.validate(step["call"], args)
+            res = backend.call(step["call"], args) if problem is None else None
+            if res is None or res.error:
+                raise UnsolvableScenarioError(
+                    f"{self.cap_spec.env_id} (spec {self.cap_spec.source}): seed {self._seed}: case {scenario.name!r}: "
+                    f"reference call {step['call']} failed: {problem or res.content}; the task would have no reference solution"
+                )
+
+    def _call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        if name in self.tools and isinstance(arguments, dict) and self._backend is not None:
+            res = self._backend.call(name, arguments)
+        else:  # unknown tool or non-object arguments: the core's clean error, nothing runs
+            res = self.tools.call(name, arguments)
+        args = arguments if isinstance(arguments, dict) else {}
+        self._log.events.append({"kind": "call", "name": name, "args": copy_db(args), "error": res.error})
+        if name == "transfer_to_human_agents" and not res.error:
+            self.end("transfer")
+        return res
+
+    def _respond(self, message: dict[str, Any]) -> list[dict[str, Any]]:
+        text = message.get("content") or ""
+        self._log.events.append({"kind": "agent", "text": text})
+        reply, done = self._user.reply(text, self.transcript())
+        self._log.events.append({"kind": "user", "text": reply})
+        if done:
+            self.end("user_stop")
+        return [{"role": "user", "content": reply}]
+
+    def _evaluate(self) -> tuple[float, dict[str, Any]]:
+        assert self.scenario is not None
+        self._log.initial_db = self._backend.initial_db()
+        self._log.final_db = self._backend.current_db()
+        reward, info = evaluate_rewards(self.scenario.rewards, self._log)
+        info["case"] = self.scenario.name
+        return reward, info
+
+    def state_fingerprint(self) -> Any:
+        """A hash of the episode's database (equal iff the world state is the same)."""
+        return self._backend.fingerprint() if self._backend is not None else None
+
+    # ------------------------------------------------------------------ for tests, calibration and probes
+    def reference_actions(self, style: str = "hermes") -> list[str]:
+        """The current episode's reference solution as text actions (never shown to the agent)."""
+        if self.scenario is None:
+            raise RuntimeError("call reset() first")
+        return [format_tool_call(s["call"], s.get("args", {}), style) if "call" in s else s["say"] for s in self.scenario.reference]
+
+    def unauthorized_actions(self, style: str = "hermes") -> list[str]:
+        """Writes the policy forbids in the current episode (probe actions for ``check_reward``)."""
+        if self.scenario is None:
+            raise RuntimeError("call reset() first")
+        return [format_tool_call(s["call"], s.get("args", {}), style) for s in self.scenario.unauthorized]
+
+    def read_only_actions(self, style: str = "hermes") -> list[str]:
+        """The reference's read-only calls as text actions (inserted anywhere, they must not change the reward)."""
+        if self.scenario is None:
+            raise RuntimeError("call reset() first")
+        kinds = self._domain_tools.kinds
+        return [format_tool_call(s["call"], s.get("args", {}), style) for s in self.scenario.reference
+                if "call" in s and kinds.get(s["call"]) == "read"]
+
+    @property
+    def task_allowed(self) -> bool:
+        """Whether the current case's request should be carried out."""
+        return self.scenario.allowed if self.scenario is not None else True
+
+    @property
+    def reference_write_index(self) -> int | None:
+        """Index in :meth:`reference_actions` of the first write call, if any."""
+        if self.scenario is None:
+            return None
+        kinds = self._domain_tools.kinds
+        for i, s in enumerate(self.scenario.reference):
+            if "call" in s and kinds.get(s["call"]) == "write":
+                return i
+        return None

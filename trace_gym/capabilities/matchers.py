@@ -1,0 +1,113 @@
+"""Value matchers shared by slot constraints and reward checks.
+
+A matcher is a plain value (equality) or a mapping of operators, all of which must hold:
+``eq ne in not_in gt ge lt le startswith endswith contains icontains len exists all any
+set_eq approx``.  ``all``/``any`` take a ``where`` mapping applied to each list element;
+``len`` takes a matcher for the length; ``set_eq`` compares lists as multisets;
+``approx`` compares numbers to within 0.01.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .templating import TemplateError, lookup
+
+__all__ = ["OPERATORS", "matches", "where_matches", "describe"]
+
+OPERATORS = ("eq", "ne", "in", "not_in", "gt", "ge", "lt", "le", "startswith", "endswith", "contains", "icontains",
+             "len", "exists", "all", "any", "set_eq", "approx")
+
+_MISSING = object()
+
+
+def _hashable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
+    if isinstance(v, list):
+        return tuple(_hashable(x) for x in v)
+    return v
+
+
+def _cmp(op: str, value: Any, arg: Any) -> bool:
+    try:
+        if op == "gt":
+            return value > arg
+        if op == "ge":
+            return value >= arg
+        if op == "lt":
+            return value < arg
+        return value <= arg
+    except TypeError:
+        return False
+
+
+def _is_operator_map(m: Any) -> bool:
+    return isinstance(m, dict) and bool(m) and all(k in OPERATORS for k in m)
+
+
+def matches(value: Any, matcher: Any) -> bool:
+    """Whether ``value`` satisfies ``matcher`` (``value`` is ``_MISSING`` for an absent field)."""
+    if not _is_operator_map(matcher):
+        return value is not _MISSING and value == matcher
+    for op, arg in matcher.items():
+        if op == "exists":
+            if (value is not _MISSING) != bool(arg):
+                return False
+            continue
+        if value is _MISSING:
+            return False
+        if op == "eq" and value != arg:
+            return False
+        if op == "ne" and value == arg:
+            return False
+        if op == "in" and value not in arg:
+            return False
+        if op == "not_in" and value in arg:
+            return False
+        if op in ("gt", "ge", "lt", "le") and not _cmp(op, value, arg):
+            return False
+        if op == "startswith" and not (isinstance(value, str) and value.startswith(arg)):
+            return False
+        if op == "endswith" and not (isinstance(value, str) and value.endswith(arg)):
+            return False
+        if op == "contains" and not (isinstance(value, (str, list, dict)) and arg in value):
+            return False
+        if op == "icontains" and not (isinstance(value, str) and str(arg).lower() in value.lower()):
+            return False
+        if op == "len" and not (hasattr(value, "__len__") and matches(len(value), arg)):
+            return False
+        if op == "all" and not (isinstance(value, list) and all(where_matches(v, arg) for v in value)):
+            return False
+        if op == "any" and not (isinstance(value, list) and any(where_matches(v, arg) for v in value)):
+            return False
+        if op == "set_eq" and not (isinstance(value, list) and isinstance(arg, list)
+                                   and Counter(map(_hashable, value)) == Counter(map(_hashable, arg))):
+            return False
+        if op == "approx":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                try:
+                    value = float(str(value).replace("$", "").replace(",", ""))
+                except ValueError:
+                    return False
+            if abs(value - float(arg)) > 0.01:
+                return False
+    return True
+
+
+def where_matches(record: Any, where: dict[str, Any]) -> bool:
+    """Whether every ``path: matcher`` of ``where`` holds on ``record``."""
+    for path, m in where.items():
+        try:
+            value = lookup(record, path) if path != "." else record
+        except TemplateError:
+            value = _MISSING
+        if not matches(value, m):
+            return False
+    return True
+
+
+def describe(matcher: Any) -> str:
+    """Short text for error messages."""
+    return repr(matcher)

@@ -1,0 +1,293 @@
+"""Capability-environment specs: load, validate against the published JSON Schema, check.
+
+A spec is YAML or JSON.  :func:`load_spec` rejects a bad spec with a :class:`SpecError`
+whose message names the file, the place inside it (``cases[1].rewards[0].tool``) and
+what was expected.  Beyond the schema it checks what a schema cannot: tool names exist
+in the domain and are exposed, knobs referenced are declared, placeholders name declared
+slots, filters exist, and each reward kind carries only its own keys.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from .synthdb.clone import CLONABLE
+from .templating import FILTERS, placeholders
+
+__all__ = ["SpecError", "CapabilitySpec", "load_spec", "parse_spec", "SCHEMA_PATH", "schema", "READ_TOOLS", "WRITE_TOOLS"]
+
+SCHEMA_PATH = Path(__file__).with_name("schema") / "capability_env.schema.json"
+TABLES = {"retail": ("users", "orders", "products"), "airline": ("users", "reservations", "flights")}
+
+# Kinds of the domain tools (as recorded in the benchmark's tools.json).
+WRITE_TOOLS = {
+    "retail": {"cancel_pending_order", "exchange_delivered_order_items", "modify_pending_order_address", "modify_pending_order_items",
+               "modify_pending_order_payment", "modify_user_address", "return_delivered_order_items"},
+    "airline": {"book_reservation", "cancel_reservation", "send_certificate", "update_reservation_baggages",
+                "update_reservation_flights", "update_reservation_passengers"},
+}
+READ_TOOLS = {
+    "retail": {"find_user_id_by_email", "find_user_id_by_name_zip", "get_order_details", "get_product_details", "get_item_details",
+               "get_user_details", "list_all_product_types"},
+    "airline": {"get_reservation_details", "get_user_details", "list_all_airports", "search_direct_flight", "search_onestop_flight",
+                "get_flight_status"},
+}
+
+GENERIC_TOOLS = {"calculate", "transfer_to_human_agents"}
+
+
+def domain_tools(domain: str) -> set[str]:
+    """Every agent tool of the domain (as listed in the benchmark's tools.json)."""
+    return READ_TOOLS[domain] | WRITE_TOOLS[domain] | GENERIC_TOOLS
+
+
+_REWARD_KEYS = {
+    "required_call": {"tool", "args", "partial"},
+    "forbidden_call": {"tool", "args", "count_errors"},
+    "db": {"path", "match"},
+    "no_mutation": set(),
+    "no_collateral": {"allow"},
+    "refusal": {"phrases"},
+    "communicated": {"any_of", "all_of"},
+    "ordering": {"first", "then", "if_missing"},
+}
+_COMMON_REWARD_KEYS = {"type", "name", "weight", "gate"}
+
+
+class SpecError(ValueError):
+    """An invalid capability spec: ``file``, ``where`` (a path inside it) and ``expected``."""
+
+    def __init__(self, file: str, where: str, problem: str):
+        self.file, self.where, self.problem = file, where, problem
+        super().__init__(f"{file}: at {where or '(top level)'}: {problem}")
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    """The published JSON Schema for capability specs."""
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def _validator() -> jsonschema.Draft202012Validator:
+    s = schema()
+    jsonschema.Draft202012Validator.check_schema(s)
+    return jsonschema.Draft202012Validator(s)
+
+
+def _where(path: Any) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+@dataclass
+class CapabilitySpec:
+    """A validated spec; ``data`` is the parsed document, ``source`` the file it came from."""
+
+    data: dict[str, Any]
+    source: str = "<spec>"
+    tool_names: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.data["id"]
+
+    @property
+    def domain(self) -> str:
+        return self.data["domain"]
+
+    @property
+    def env_id(self) -> str:
+        return f"trace/{self.id}-v0"
+
+    @property
+    def floor(self) -> float:
+        return float(self.data.get("floor", 0.5))
+
+    @property
+    def cases(self) -> list[dict[str, Any]]:
+        return self.data["cases"]
+
+    def knobs(self, overrides: dict[str, float] | None = None) -> dict[str, float]:
+        """Knob values: the spec's defaults with ``overrides`` applied (range-checked)."""
+        decl = self.data.get("difficulty", {})
+        values: dict[str, float] = {}
+        for name, k in decl.items():
+            values[name] = int(k["default"]) if k.get("type") == "int" else k["default"]
+        for name, v in (overrides or {}).items():
+            if name not in decl:
+                raise ValueError(f"{self.env_id}: unknown difficulty knob {name!r}; expected one of {sorted(decl)}")
+            k = decl[name]
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not (k["min"] <= v <= k["max"]):
+                raise ValueError(f"{self.env_id}: knob {name!r} must be a number in [{k['min']}, {k['max']}], got {v!r}")
+            values[name] = int(round(v)) if k.get("type") == "int" else float(v)
+        return values
+
+    def with_knob_defaults(self, values: dict[str, float]) -> dict[str, Any]:
+        """A copy of the document with new knob defaults (what ``calibrate --tune`` writes)."""
+        doc = json.loads(json.dumps(self.data))
+        for name, v in values.items():
+            doc["difficulty"][name]["default"] = v
+        return doc
+
+
+def resolve_number(value: Any, knobs: dict[str, float]) -> float:
+    """A plain number, or a ``{knob: name}`` reference (``complement`` → 1 - v, ``scale`` → v * s)."""
+    if isinstance(value, dict):
+        v = float(knobs[value["knob"]])
+        if value.get("complement"):
+            v = 1.0 - v
+        return v * float(value.get("scale", 1.0))
+    return float(value)
+
+
+def _load_document(path: Path) -> Any:
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".json":
+            return json.loads(text)
+        return yaml.safe_load(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(str(path), f"line {exc.lineno} column {exc.colno}", f"valid JSON ({exc.msg})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        raise SpecError(str(path), where, f"valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+
+
+def load_spec(path: str | Path) -> CapabilitySpec:
+    """Read, validate and check one spec file."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(str(p), "", "an existing .yaml, .yml or .json file")
+    spec = parse_spec(_load_document(p), str(p))
+    if p.stem != spec.id and not p.stem.startswith(spec.id + "."):
+        raise SpecError(str(p), "id", f"the file name without extension ({p.stem!r}, or {p.stem!r} starting with the id and a dot), got {spec.id!r}")
+    return spec
+
+
+def parse_spec(doc: Any, source: str = "<spec>") -> CapabilitySpec:
+    """Validate an already-parsed document (schema, then the semantic checks)."""
+    if not isinstance(doc, dict):
+        raise SpecError(source, "", f"a mapping at the top level, got {type(doc).__name__}")
+    errors = sorted(_validator().iter_errors(doc), key=lambda e: (len(list(e.absolute_path)), list(map(str, e.absolute_path))))
+    if errors:
+        err = jsonschema.exceptions.best_match(errors)
+        expected = err.schema.get("description") if isinstance(err.schema, dict) else None
+        msg = err.message + (f" (expected: {expected})" if expected else "")
+        raise SpecError(source, _where(err.absolute_path), msg)
+    _check(doc, source)
+    return CapabilitySpec(doc, source, list(doc["tools"]))
+
+
+def _check(doc: dict[str, Any], src: str) -> None:
+    domain = doc["domain"]
+    known = sorted(domain_tools(domain))
+    for i, t in enumerate(doc["tools"]):
+        if t not in known:
+            raise SpecError(src, f"tools[{i}]", f"unknown {domain} tool {t!r}; expected one of {known}")
+    exposed = set(doc["tools"])
+    knobs = doc.get("difficulty", {})
+    for name, k in knobs.items():
+        if not k["min"] <= k["default"] <= k["max"]:
+            raise SpecError(src, f"difficulty.{name}", f"default {k['default']} within [min, max] = [{k['min']}, {k['max']}]")
+    _check_knob_refs(doc, knobs, src, "")
+    steps = doc.get("max_steps", 30)
+    fewest = int(knobs[steps["knob"]]["min"]) if isinstance(steps, dict) and not steps.get("complement") and "scale" not in steps else steps
+    if isinstance(fewest, int):
+        longest = max(len(c["reference"]) for c in doc["cases"])
+        if fewest < longest:
+            raise SpecError(src, "max_steps", f"a step limit (at its lowest setting) of at least the longest reference solution "
+                                              f"({longest} steps), got {fewest}")
+    tables = TABLES[domain]
+    names = [c["name"] for c in doc["cases"]]
+    for i, c in enumerate(doc["cases"]):
+        base = f"cases[{i}]"
+        if c["name"] in names[:i]:
+            raise SpecError(src, f"{base}.name", f"a unique case name; {c['name']!r} is used twice")
+        slots: list[str] = []
+        for sname, slot in c["slots"].items():
+            where = f"{base}.slots.{sname}"
+            frm = slot["from"]
+            if frm not in tables and not (frm.startswith("{") and frm.endswith("}")):
+                raise SpecError(src, f"{where}.from", f"a table of the {domain} database {list(tables)} or a {{slot.path}} placeholder, got {frm!r}")
+            for d in slot.get("distinct_from", []):
+                if d not in slots:
+                    raise SpecError(src, f"{where}.distinct_from", f"a slot declared before {sname!r}, got {d!r}")
+            if slot.get("pick") in ("min", "max") and "by" not in slot:
+                raise SpecError(src, f"{where}.by", f"a path to order by when pick is {slot['pick']!r}")
+            _check_placeholders(slot, slots + ["knobs", "now"], src, where)
+            slots.append(sname)
+        roots = slots + ["knobs", "now"]
+        for j, d in enumerate(c.get("distractors", [])):
+            if d["like"] not in slots:
+                raise SpecError(src, f"{base}.distractors[{j}].like", f"a declared slot {slots}, got {d['like']!r}")
+            if d["table"] not in CLONABLE[domain]:
+                raise SpecError(src, f"{base}.distractors[{j}].table", f"one of {list(CLONABLE[domain])} for the {domain} domain, got {d['table']!r}")
+            _check_placeholders(d.get("set", {}), slots + ["knobs", "now"], src, f"{base}.distractors[{j}].set")
+        for key in ("opening", "user", "hint", "reference", "unauthorized"):
+            if key in c:
+                _check_placeholders(c[key], roots, src, f"{base}.{key}")
+        for j, step in enumerate(c["reference"]):
+            if "call" in step and step["call"] not in exposed:
+                raise SpecError(src, f"{base}.reference[{j}].call", f"one of the exposed tools {sorted(exposed)}, got {step['call']!r}")
+        for j, step in enumerate(c.get("unauthorized", [])):
+            if step["call"] not in WRITE_TOOLS[domain] or step["call"] not in exposed:
+                raise SpecError(src, f"{base}.unauthorized[{j}].call", f"an exposed write tool, got {step['call']!r}")
+        rnames: list[str] = []
+        for j, r in enumerate(c["rewards"]):
+            where = f"{base}.rewards[{j}]"
+            extra = set(r) - _COMMON_REWARD_KEYS - _REWARD_KEYS[r["type"]]
+            if extra:
+                raise SpecError(src, f"{where}.{sorted(extra)[0]}", f"only {sorted(_COMMON_REWARD_KEYS | _REWARD_KEYS[r['type']])} for a {r['type']!r} reward")
+            for ev_key in ("tool",):
+                if ev_key in r and r[ev_key] not in exposed:
+                    raise SpecError(src, f"{where}.tool", f"one of the exposed tools {sorted(exposed)}, got {r[ev_key]!r}")
+            for ev_key in ("first", "then"):
+                ev = r.get(ev_key)
+                if ev is not None:
+                    kinds = [k for k in ("call", "agent_says_any", "user_says_any") if k in ev]
+                    if len(kinds) != 1 or ("args" in ev and "call" not in ev):
+                        raise SpecError(src, f"{where}.{ev_key}", "exactly one of call (with optional args), agent_says_any, user_says_any")
+                    if "call" in ev and ev["call"] not in exposed:
+                        raise SpecError(src, f"{where}.{ev_key}.call", f"one of the exposed tools {sorted(exposed)}, got {ev['call']!r}")
+            name = r.get("name") or f"{r['type']}_{j}"
+            if name in rnames:
+                raise SpecError(src, f"{where}.name", f"a unique component name; {name!r} is used twice")
+            rnames.append(name)
+            _check_placeholders(r, roots, src, where)
+        if not any(not r.get("gate") for r in c["rewards"]):
+            raise SpecError(src, f"{base}.rewards", "at least one component that is not a gate (partial credit comes from those)")
+
+
+def _check_knob_refs(node: Any, knobs: dict[str, Any], src: str, where: str) -> None:
+    if isinstance(node, dict):
+        if set(node) >= {"knob"} and set(node) <= {"knob", "complement", "scale"} and isinstance(node.get("knob"), str):
+            if node["knob"] not in knobs:
+                raise SpecError(src, where, f"a declared difficulty knob {sorted(knobs)}, got {node['knob']!r}")
+            return
+        for k, v in node.items():
+            _check_knob_refs(v, knobs, src, f"{where}.{k}" if where else str(k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _check_knob_refs(v, knobs, src, f"{where}[{i}]")
+
+
+def _check_placeholders(node: Any, roots: list[str], src: str, where: str) -> None:
+    for expr in placeholders(node):
+        path, *filters = expr.split("|")
+        root = path.strip().split(".")[0]
+        if root not in roots:
+            raise SpecError(src, where, f"placeholders naming a declared slot {roots}; {{{expr}}} names {root!r}")
+        for f in filters:
+            if f.split(":")[0].strip() not in FILTERS:
+                raise SpecError(src, where, f"a known filter {list(FILTERS)} in {{{expr}}}")

@@ -1,0 +1,155 @@
+"""A small seeded airline database (flights, users, reservations) in τ²-bench's airline layout.
+
+The clock is the policy's "now", 2024-05-15 15:00 EST.  Every user is guaranteed one
+reservation of each kind the capability specs draw from (business; economy; basic
+economy; insured economy; booked in the last 24 hours; already partly flown), each
+with the cancellation-relevant facts set accordingly; ``extra_reservations`` adds
+random distractors.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import date, timedelta
+from typing import Any
+
+from ..backend.airline import AIRPORTS
+from ._names import CITIES, FIRST_NAMES, LAST_NAMES, STREETS, pick_names
+
+__all__ = ["generate_airline_db", "TODAY"]
+
+TODAY = "2024-05-15"
+_START = date(2024, 5, 10)
+_DAYS = 15
+_CABINS = ("basic_economy", "economy", "business")
+_BASE = {"basic_economy": 70, "economy": 140, "business": 420}
+
+# (cabin, insurance, booked recently, already flown)
+_GUARANTEED = [
+    ("business", "no", False, False),
+    ("economy", "no", False, False),
+    ("basic_economy", "no", False, False),
+    ("economy", "yes", False, False),
+    ("economy", "no", True, False),
+    ("economy", "no", False, True),
+]
+
+
+_DAY_STR = [(_START + timedelta(days=i)).isoformat() for i in range(_DAYS + 3)]
+
+
+def _day(i: int) -> str:
+    return _DAY_STR[i]
+
+
+def _flights(rng: random.Random, routes: int) -> dict[str, Any]:
+    codes = [c for c, _ in AIRPORTS]
+    pairs: list[tuple[str, str]] = []
+    while len(pairs) < routes:
+        a, b = rng.sample(codes, 2)
+        if (a, b) not in pairs:
+            pairs.append((a, b))
+    flights = {}
+    n = 1
+    for a, b in pairs:
+        for origin, dest in ((a, b), (b, a)):
+            for _ in range(2):  # two departures per direction
+                fn = f"HAT{n:03d}"
+                n += 1
+                dep = rng.randrange(5, 20)
+                dur = rng.randrange(1, 5)
+                dates = {}
+                r = rng.random
+                for d in _DAY_STR[:_DAYS]:
+                    if d < TODAY:
+                        if r() < 0.1:
+                            dates[d] = {"status": "cancelled"}
+                        else:
+                            dates[d] = {"status": "landed", "actual_departure_time_est": f"{d}T{dep:02d}:0{int(r() * 10)}:00",
+                                        "actual_arrival_time_est": f"{d}T{dep + dur:02d}:0{int(r() * 10)}:00"}
+                    elif d == TODAY:
+                        dates[d] = {"status": rng.choice(["flying", "on time", "delayed"])}
+                    else:
+                        dates[d] = {
+                            "status": "available",
+                            "available_seats": {c: 3 + int(r() * 17) for c in _CABINS},
+                            "prices": {c: int(_BASE[c] * (0.7 + 0.6 * r())) for c in _CABINS},
+                        }
+                flights[fn] = {"flight_number": fn, "origin": origin, "destination": dest,
+                               "scheduled_departure_time_est": f"{dep:02d}:00:00",
+                               "scheduled_arrival_time_est": f"{dep + dur:02d}:00:00", "dates": dates}
+    return flights
+
+
+def _reservation(rng: random.Random, rid: str, user: dict[str, Any], flights: dict[str, Any], cabin: str, insurance: str,
+                 recent: bool, flown: bool) -> dict[str, Any]:
+    r = rng.random
+    pool = list(flights.values())
+    fl = pool[int(r() * len(pool))]
+    first = int(r() * 5) if flown else 6 + int(r() * (_DAYS - 8))
+    round_trip = r() < 0.5
+    legs = [(fl, _day(first))]
+    if round_trip:
+        back = [f for f in pool if f["origin"] == fl["destination"] and f["destination"] == fl["origin"]]
+        legs.append((back[int(r() * len(back))], _day(first + 1 + int(r() * 2))))
+    passengers = [{"first_name": user["name"]["first_name"], "last_name": user["name"]["last_name"], "dob": user["dob"]}]
+    for p in rng.sample(user["saved_passengers"], rng.randrange(0, len(user["saved_passengers"]) + 1)):
+        passengers.append(dict(p))
+    flights_out = [{"origin": f["origin"], "destination": f["destination"], "flight_number": f["flight_number"], "date": d,
+                    "price": int(_BASE[cabin] * (0.7 + 0.6 * r()))} for f, d in legs]
+    total = sum(f["price"] for f in flights_out) * len(passengers) + (30 * len(passengers) if insurance == "yes" else 0)
+    card = next(m for m in user["payment_methods"] if m.startswith("credit_card"))
+    if recent:
+        created = f"2024-05-15T{int(r() * 14):02d}:{int(r() * 60):02d}:00"
+    else:
+        created = f"2024-05-{1 + int(r() * 12):02d}T{int(r() * 24):02d}:{int(r() * 60):02d}:00"
+    bags = int(r() * 3)
+    return {
+        "reservation_id": rid, "user_id": user["user_id"], "origin": fl["origin"], "destination": fl["destination"],
+        "flight_type": "round_trip" if round_trip else "one_way", "cabin": cabin, "flights": flights_out,
+        "passengers": passengers, "payment_history": [{"payment_id": card, "amount": total}], "created_at": created,
+        "total_baggages": bags, "nonfree_baggages": 0, "insurance": insurance, "status": None,
+    }
+
+
+def generate_airline_db(rng: random.Random, users: int = 3, extra_reservations: int = 2, routes: int = 2) -> dict[str, Any]:
+    """A fresh airline database drawn from ``rng``; sizes are the difficulty knobs."""
+    db: dict[str, Any] = {"flights": _flights(rng, routes), "users": {}, "reservations": {}}
+    used: set[str] = set()
+    letters = "ABCDEFGHJKLMNPQRSTUVWXYZ0123456789"
+    names = pick_names(rng, users)
+    for first, last in names:
+        uid = f"{first.lower()}_{last.lower()}_{rng.randrange(1000, 9999)}"
+        cc, gc, cert = (f"{k}_{rng.randrange(1000000, 9999999)}" for k in ("credit_card", "gift_card", "certificate"))
+        city, state, zp = rng.choice(CITIES)
+        user = {
+            "user_id": uid, "name": {"first_name": first, "last_name": last},
+            "address": {"address1": f"{rng.randrange(100, 999)} {rng.choice(STREETS)}", "address2": f"Suite {rng.randrange(100, 999)}",
+                        "city": city, "country": "USA", "state": state, "zip": f"{zp}{rng.randrange(10, 99)}"},
+            "email": f"{first.lower()}.{last.lower()}{rng.randrange(1000, 9999)}@example.com",
+            "dob": f"{rng.randrange(1950, 2002)}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 28):02d}",
+            "payment_methods": {
+                cc: {"source": "credit_card", "id": cc, "brand": rng.choice(["visa", "mastercard"]), "last_four": f"{rng.randrange(10000):04d}"},
+                gc: {"source": "gift_card", "id": gc, "amount": float(rng.randrange(50, 500))},
+                cert: {"source": "certificate", "id": cert, "amount": float(rng.choice([100, 150, 250]))},
+            },
+            "saved_passengers": [{"first_name": rng.choice(FIRST_NAMES), "last_name": rng.choice(LAST_NAMES),
+                                  "dob": f"{rng.randrange(1950, 2015)}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 28):02d}"}],
+            "membership": rng.choice(["regular", "silver", "gold"]),
+            "reservations": [],
+        }
+        db["users"][uid] = user
+        plan = list(_GUARANTEED) + [
+            (rng.choice(_CABINS), rng.choice(["yes", "no"]), rng.random() < 0.2, rng.random() < 0.2) for _ in range(extra_reservations)
+        ]
+        rng.shuffle(plan)
+        for cabin, insurance, recent, flown in plan:
+            r = rng.random
+            while True:
+                rid = "".join(letters[int(r() * 34)] for _ in range(6))
+                if rid not in used:
+                    used.add(rid)
+                    break
+            db["reservations"][rid] = _reservation(rng, rid, user, db["flights"], cabin, insurance, recent, flown)
+            user["reservations"].append(rid)
+    return db

@@ -1,0 +1,145 @@
+"""A small seeded retail database (products, users, orders) in τ²-bench's retail layout.
+
+Every user is guaranteed the situations the capability specs draw from: a delivered
+order paid by card or PayPal, a delivered order paid by gift card, two pending orders
+paid by card or PayPal (the gift card balance covers either), a processed order and a
+cancelled one; ``extra_orders`` adds random distractors.
+Every user holds a credit card and a gift card (some also PayPal).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any
+
+from ._names import CITIES, STREETS, pick_names
+
+__all__ = ["generate_retail_db", "CATALOG"]
+
+# name -> (base price, {option: values})
+CATALOG: dict[str, tuple[float, dict[str, list[str]]]] = {
+    "T-Shirt": (45.0, {"color": ["blue", "red", "black", "white"], "size": ["S", "M", "L", "XL"]}),
+    "Running Shoes": (120.0, {"color": ["black", "white", "red"], "size": ["8", "9", "10", "11"]}),
+    "Water Bottle": (35.0, {"capacity": ["500ml", "750ml", "1000ml"], "color": ["blue", "green", "red"]}),
+    "Office Chair": (320.0, {"material": ["fabric", "leather", "mesh"], "color": ["black", "gray", "blue"]}),
+    "Headphones": (180.0, {"type": ["over-ear", "on-ear", "in-ear"], "color": ["black", "white", "blue"]}),
+    "Electric Kettle": (90.0, {"capacity": ["1L", "1.5L", "2L"], "material": ["plastic", "glass", "stainless steel"]}),
+    "Backpack": (75.0, {"color": ["black", "navy", "green"], "size": ["small", "medium", "large"]}),
+    "Desk Lamp": (55.0, {"color": ["black", "white", "silver"], "brightness": ["low", "medium", "high"]}),
+}
+
+_GUARANTEED = [("delivered", "card"), ("delivered", "gift_card"), ("pending", "card"), ("pending", "card"), ("processed", "any"), ("cancelled", "any")]
+_STATUSES = ["delivered", "pending", "processed", "cancelled"]
+# Optional order fields, present as null until an action sets them (the benchmark's canonical form).
+_UNSET = {"cancel_reason": None, "exchange_items": None, "exchange_new_items": None, "exchange_payment_method_id": None,
+          "exchange_price_difference": None, "return_items": None, "return_payment_method_id": None}
+
+
+def _digits(rng: random.Random, n: int, used: set[str]) -> str:
+    lo = 10 ** (n - 1)
+    span = 9 * lo
+    r = rng.random
+    while True:
+        s = str(lo + int(r() * span))
+        if s not in used:
+            used.add(s)
+            return s
+
+
+def _products(rng: random.Random, n_products: int, variants: int, used: set[str]) -> dict[str, Any]:
+    names = rng.sample(sorted(CATALOG), min(n_products, len(CATALOG)))
+    products = {}
+    for name in names:
+        base, dims = CATALOG[name]
+        combos = list(itertools.product(*dims.values()))
+        chosen = rng.sample(combos, min(variants, len(combos)))
+        pid = _digits(rng, 10, used)
+        vs = {}
+        for i, combo in enumerate(chosen):
+            iid = _digits(rng, 10, used)
+            vs[iid] = {
+                "item_id": iid,
+                "options": dict(zip(dims, combo, strict=True)),
+                "available": i < 2 or rng.random() < 0.75,  # at least two available variants
+                "price": round(base * (0.85 + 0.3 * rng.random()), 2),
+            }
+        products[pid] = {"name": name, "product_id": pid, "variants": vs}
+    return products
+
+
+def _address(rng: random.Random) -> dict[str, str]:
+    city, state, zp = rng.choice(CITIES)
+    return {
+        "address1": f"{rng.randrange(100, 999)} {rng.choice(STREETS)}",
+        "address2": f"Suite {rng.randrange(100, 999)}",
+        "city": city,
+        "country": "USA",
+        "state": state,
+        "zip": f"{zp}{rng.randrange(10, 99)}",
+    }
+
+
+def generate_retail_db(rng: random.Random, users: int = 3, extra_orders: int = 2, products: int = 6, variants: int = 6) -> dict[str, Any]:
+    """A fresh retail database drawn from ``rng``; sizes are the difficulty knobs."""
+    used: set[str] = set()
+    catalog = _products(rng, products, variants, used)
+    product_list = list(catalog.values())
+    variant_lists = {p["product_id"]: list(p["variants"].values()) for p in product_list}
+    db: dict[str, Any] = {"products": catalog, "users": {}, "orders": {}}
+    names = pick_names(rng, users)
+    for first, last in names:
+        suffix = _digits(rng, 4, used)
+        uid = f"{first.lower()}_{last.lower()}_{suffix}"
+        cc, gc = f"credit_card_{_digits(rng, 7, used)}", f"gift_card_{_digits(rng, 7, used)}"
+        methods: dict[str, Any] = {
+            cc: {"source": "credit_card", "id": cc, "brand": rng.choice(["visa", "mastercard"]), "last_four": f"{rng.randrange(0, 10000):04d}"},
+            gc: {"source": "gift_card", "id": gc, "balance": float(rng.randrange(20, 400))},
+        }
+        if rng.random() < 0.5:
+            pp = f"paypal_{_digits(rng, 7, used)}"
+            methods[pp] = {"source": "paypal", "id": pp}
+        user = {
+            "user_id": uid,
+            "name": {"first_name": first, "last_name": last},
+            "address": _address(rng),
+            "email": f"{first.lower()}.{last.lower()}{rng.randrange(1000, 9999)}@example.com",
+            "payment_methods": methods,
+            "orders": [],
+        }
+        db["users"][uid] = user
+        plan = list(_GUARANTEED) + [(rng.choice(_STATUSES), "any") for _ in range(extra_orders)]
+        rng.shuffle(plan)
+        for status, paid in plan:
+            card_like = [m for m in methods if not m.startswith("gift_card")]
+            pm = gc if paid == "gift_card" else rng.choice(card_like) if paid == "card" else rng.choice(sorted(methods))
+            r = rng.random
+            k = 1 + int(r() * min(3, len(product_list)))
+            start = int(r() * len(product_list))
+            items = []
+            for j in range(k):  # k different products, from a random starting point
+                prod = product_list[(start + j) % len(product_list)]
+                vs = variant_lists[prod["product_id"]]
+                v = vs[int(r() * len(vs))]
+                items.append({"name": prod["name"], "product_id": prod["product_id"], "item_id": v["item_id"], "price": v["price"], "options": dict(v["options"])})
+            oid = f"#W{_digits(rng, 7, used)}"
+            total = round(sum(it["price"] for it in items), 2)
+            order = {
+                "order_id": oid,
+                "user_id": uid,
+                "address": dict(user["address"]),
+                "items": items,
+                "status": status,
+                "fulfillments": [] if status in ("pending", "cancelled") else [{"tracking_id": [_digits(rng, 12, used)], "item_ids": [it["item_id"] for it in items]}],
+                "payment_history": [{"transaction_type": "payment", "amount": total, "payment_method_id": pm}],
+                **_UNSET,
+            }
+            if status == "cancelled":
+                order["cancel_reason"] = rng.choice(["no longer needed", "ordered by mistake"])
+                order["payment_history"].append({"transaction_type": "refund", "amount": total, "payment_method_id": pm})
+            db["orders"][oid] = order
+            user["orders"].append(oid)
+            if status == "pending" and pm != gc and total > methods[gc]["balance"]:
+                # the gift card can always cover a pending card-paid order (payment switches stay possible)
+                methods[gc]["balance"] = float(int(total) + rng.randrange(5, 100))
+    return db

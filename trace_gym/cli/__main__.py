@@ -1,0 +1,5 @@
+import sys
+
+from trace_gym.cli import main
+
+sys.exit(main())

@@ -1,0 +1,114 @@
+"""``trace-gym calibrate ENV_ID --policy SPEC --seeds N --samples K [--tune --band LO,HI]``.
+
+Prints a JSON report (mean reward, success rate, all-0/all-1/constant group fractions,
+pass@k, per-case means); ``--tune`` searches the spec's difficulty knobs for a mean
+reward inside the band and writes the tuned spec.  Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("calibrate", help="measure a policy on a capability environment; optionally tune its difficulty")
+    p.add_argument("env_id", help="capability environment id, e.g. trace/cap-refund-policy-v0")
+    p.add_argument("--policy", required=True, metavar="SPEC",
+                   help="reference | noop | refuse | scripted:FILE | hf:MODEL | smollm2 | openai:URL#MODEL")
+    p.add_argument("--seeds", default="8", help="number of seeds N (0..N-1), or a list such as 0-9,20")
+    p.add_argument("--samples", type=int, default=4, help="episodes per seed (the group size, default 4)")
+    p.add_argument("--difficulty", action="append", metavar="KNOB=VALUE", help="knob override (repeatable)")
+    p.add_argument("--tune", action="store_true", help="search the difficulty knobs for a mean reward inside --band")
+    p.add_argument("--band", default="0.2,0.6", help="target mean-reward band LO,HI for --tune (default 0.2,0.6)")
+    p.add_argument("--max-rounds", type=int, default=4, help="tuning rounds over all knobs (default 4)")
+    p.add_argument("--out", metavar="PATH", help="where --tune writes the tuned spec (default ./<id>.tuned.yaml)")
+    p.add_argument("--json-out", metavar="FILE", help="also write the JSON report to FILE")
+    p.add_argument("--temperature", type=float, help="sampling temperature (model policies)")
+    p.add_argument("--max-new-tokens", type=int, help="generation limit per action (model policies)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_run)
+
+
+def _seeds(text: str) -> list[int]:
+    if text.strip().isdigit():
+        n = int(text)
+        if n < 1:
+            raise ValueError("--seeds must be at least 1")
+        return list(range(n))
+    from .rollout import parse_seeds
+
+    return parse_seeds(text)
+
+
+def _knobs(items: list[str] | None) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in items or []:
+        key, sep, val = item.partition("=")
+        if not sep:
+            raise ValueError(f"--difficulty expects KNOB=VALUE, got {item!r}")
+        out[key.strip()] = float(val) if "." in val else int(val)
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    import yaml
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from trace_gym.capabilities.calibrate import calibrate, make_policy, tune
+
+    err = Console(stderr=True)
+    try:
+        seeds = _seeds(args.seeds)
+        knobs = _knobs(args.difficulty)
+        lo, _, hi = args.band.partition(",")
+        band = (float(lo), float(hi))
+        policy = make_policy(args.policy, temperature=args.temperature, max_new_tokens=args.max_new_tokens)
+    except (ValueError, TypeError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+    if args.samples < 1:
+        err.print("[red]error:[/red] --samples must be at least 1")
+        return 2
+    per_run = len(seeds) * args.samples
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, disable=args.no_progress, transient=True) as progress:
+        task = progress.add_task(f"calibrate {args.env_id}", total=per_run)
+
+        def tick() -> None:
+            progress.advance(task)
+
+        try:
+            if args.tune:
+                def log(msg: str) -> None:
+                    progress.console.print(f"tune: {msg}")
+                    progress.reset(task)
+
+                env_kwargs = {"difficulty": knobs} if knobs else None
+                best, res, trace = tune(args.env_id, policy, seeds, args.samples, band, max_rounds=args.max_rounds,
+                                        env_kwargs=env_kwargs, on_episode=tick, log=log)
+            else:
+                res = calibrate(args.env_id, policy, seeds, args.samples, difficulty=knobs or None, on_episode=tick)
+        except Exception as exc:  # a clear message instead of a traceback for bad ids, knobs, policies
+            err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}")
+            return 1
+    report = res.summary()
+    if args.tune:
+        import gymnasium as gym
+
+        env = gym.make(args.env_id).unwrapped
+        doc = env.cap_spec.with_knob_defaults(best)
+        out = Path(args.out) if args.out else Path(f"{env.cap_spec.id}.tuned.yaml")
+        out.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120), encoding="utf-8")
+        lo_b, hi_b = band
+        report["tune"] = {"band": [lo_b, hi_b], "in_band": lo_b <= res.mean_reward <= hi_b, "knobs": best,
+                          "written": str(out), "trace": trace}
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.json_out:
+        Path(args.json_out).write_text(text + "\n", encoding="utf-8")
+    return 0

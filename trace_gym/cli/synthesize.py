@@ -1,0 +1,63 @@
+"""``trace-gym synthesize capabilities.json --domain retail --out envs/``."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("synthesize", help="turn selected capabilities into capability-env specs (and calibrate them)")
+    p.add_argument("capabilities", help="capabilities.json written by `trace-gym analyze`")
+    p.add_argument("--domain", required=True, choices=["retail", "airline"], help="target domain")
+    p.add_argument("--out", default="envs", help="folder for the specs (default: envs/)")
+    p.add_argument("--only", default=None, help="comma-separated capability names instead of the selected ones")
+    p.add_argument("--endpoint", default=None, help="OpenAI-compatible base URL to draft specs without a template")
+    p.add_argument("--model", default=None)
+    p.add_argument("--cassette", default=None, help="record/replay the drafting model's answers")
+    p.add_argument("--replay", action="store_true")
+    p.add_argument("--overwrite", action="store_true", help="replace specs that already exist")
+    p.add_argument("--calibrate", default=None, metavar="POLICY", help="calibrate each new spec with this policy spec")
+    p.add_argument("--seeds", type=int, default=8, help="calibration seeds")
+    p.add_argument("--samples", type=int, default=4, help="calibration samples per seed")
+    p.add_argument("--tune", action="store_true", help="tune difficulty knobs into the target band while calibrating")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from trace_gym.analysis.pipeline import load_capabilities
+    from trace_gym.synthesis import synthesize
+    from trace_gym.synthesis.register import register_spec_files
+
+    console = Console()
+    doc = load_capabilities(args.capabilities)
+    client = None
+    if args.endpoint or args.cassette:
+        from trace_gym.cli.analyze import _client
+
+        client = _client(args)
+    only = args.only.split(",") if args.only else None
+    outcomes = synthesize(doc, args.domain, args.out, client=client, seed=args.seed, overwrite=args.overwrite, only=only)
+    table = Table(title=f"Synthesis for {args.domain} → {args.out}")
+    for col in ("capability", "status", "spec", "template", "reasons"):
+        table.add_column(col)
+    for o in outcomes:
+        table.add_row(o.capability, o.status, o.spec_id or "", o.template or "", "; ".join(o.reasons)[:200])
+    console.print(table)
+    made = [Path(o.path) for o in outcomes if o.path]
+    ids = register_spec_files(made)
+    for i in ids:
+        console.print(f"registered [bold]{i}[/bold]")
+    if args.calibrate and ids:
+        from trace_gym.capabilities.calibrate import calibrate_cli  # type: ignore[attr-defined]
+
+        for env_id, path in zip(ids, made, strict=True):
+            calibrate_cli(env_id, args.calibrate, seeds=args.seeds, samples=args.samples, tune=args.tune,
+                          spec_path=path, out=Path(args.out) / f"{path.stem}.calibration.json", console=console)
+    console.print(f"wrote {Path(args.out) / 'synthesis.json'}")
+    return 0 if all(o.status in ("template", "llm", "kept") for o in outcomes) else 1

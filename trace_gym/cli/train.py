@@ -1,0 +1,143 @@
+"""``trace-gym train``: GRPO + LoRA on one environment.
+
+    trace-gym train --env trace/cap-refund-policy-v0 --model smollm2 --out adapters/refund \\
+        [--config train.yaml] [--set num_generations=8 --set lora_r=16 ...] [--resume]
+
+Settings are taken, in order, from the defaults (TRACE's recipe), ``--config``
+(YAML or JSON), the dedicated flags, then ``--set name=value`` (any field of
+:class:`trace_gym.train.TrainConfig`).  ``--print-config`` shows the result and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Any
+
+__all__ = ["register", "run", "build_config"]
+
+# Dedicated flags: (flag, config field, type, help).
+_FLAGS: list[tuple[str, str, Any, str]] = [
+    ("--steps", "max_steps", int, "optimizer steps"),
+    ("--num-generations", "num_generations", int, "rollouts per seed (GRPO group size G)"),
+    ("--seeds-per-step", "seeds_per_step", int, "groups per optimizer step"),
+    ("--train-seeds", "num_train_seeds", int, "how many env seeds to train on"),
+    ("--seed-start", "train_seed_start", int, "first training seed"),
+    ("--seed", "seed", int, "run seed (LoRA init, sampling, hint draws)"),
+    ("--lr", "learning_rate", float, "learning rate"),
+    ("--lora-r", "lora_r", int, "LoRA rank"),
+    ("--lora-alpha", "lora_alpha", int, "LoRA alpha"),
+    ("--lora-targets", "lora_target_modules", str, "LoRA target modules: all-linear or a comma list"),
+    ("--hint-fraction", "hint_fraction", float, "share of rollouts shown the env's hint"),
+    ("--max-new-tokens", "max_new_tokens_per_turn", int, "tokens per agent turn"),
+    ("--max-completion-length", "max_completion_length", int, "agent+env tokens per episode after the prompt"),
+    ("--save-steps", "save_steps", int, "checkpoint every N steps (0: never)"),
+    ("--backend", "backend", str, "auto | transformers | vllm"),
+    ("--device", "device", str, "auto | cpu | cuda"),
+    ("--cpu-threads", "cpu_threads", int, "torch threads on CPU"),
+]
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("train", help="train a LoRA adapter with GRPO on an environment",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--env", dest="env_id", help="registered env id (see `trace-gym envs`)")
+    p.add_argument("--model", help="tiny | smollm2 | a Hugging Face model folder or id")
+    p.add_argument("--out", help="adapter folder, e.g. adapters/NAME (manifest.json goes next to it)")
+    p.add_argument("--config", help="YAML or JSON file with TrainConfig fields")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE", help="override any config field")
+    for flag, fieldname, typ, help_text in _FLAGS:
+        p.add_argument(flag, dest=f"flag_{fieldname}", type=typ, default=None, help=help_text)
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint under OUT/checkpoints")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import a module first (e.g. one that registers your own env ids)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--print-config", action="store_true", help="print the resolved config as JSON and exit")
+    p.add_argument("--json", action="store_true", help="print the run summary as JSON")
+    p.set_defaults(func=run)
+
+
+def build_config(args: argparse.Namespace) -> Any:
+    from trace_gym.train.config import TrainConfig, load_config
+
+    cfg = load_config(args.config) if args.config else TrainConfig()
+    changes: dict[str, Any] = {}
+    for name in ("env_id", "model", "out"):
+        if getattr(args, name, None):
+            changes[name] = getattr(args, name)
+    for _, fieldname, _, _ in _FLAGS:
+        value = getattr(args, f"flag_{fieldname}", None)
+        if value is not None:
+            changes[fieldname] = value
+    if getattr(args, "no_progress", False):
+        changes["progress"] = False
+    cfg = cfg.with_overrides(**changes)
+    for assignment in args.overrides:
+        cfg = cfg.set_from_string(assignment)
+    return cfg.validate()
+
+
+def run(args: argparse.Namespace) -> int:
+    from trace_gym.train.config import ConfigError
+
+    for mod in args.imports:
+        try:
+            importlib.import_module(mod)
+        except ImportError as exc:
+            print(f"error: --import {mod}: {exc}", file=sys.stderr)
+            return 2
+    try:
+        cfg = build_config(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print(json.dumps(cfg.to_dict(), indent=2))
+        return 0
+    missing = [flag for flag, value in (("--env", cfg.env_id), ("--model", cfg.model), ("--out", cfg.out)) if not value]
+    if missing:
+        print(f"error: missing {', '.join(missing)} (on the command line or in --config)", file=sys.stderr)
+        return 2
+    try:
+        import gymnasium as gym
+
+        import trace_gym  # noqa: F401
+
+        gym.spec(cfg.env_id)
+    except Exception as exc:  # gymnasium's own error names close matches
+        print(f"error: unknown env {cfg.env_id!r}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        from trace_gym.train.trainer import train
+    except ImportError as exc:
+        print(f"error: training needs the train extra (pip install 'trace-gym[train]'): {exc}", file=sys.stderr)
+        return 2
+    try:
+        result = train(cfg, resume=args.resume)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    summary = {
+        "adapter": str(result.out),
+        "manifest": str(result.out.parent / "manifest.json") if cfg.manifest else None,
+        "steps": result.steps,
+        "rollouts_used": result.rollouts,
+        "rollout_stats": result.rollout_stats,
+        "final_reward": result.reward_curve[-1][1] if result.reward_curve else None,
+        "metrics": str(result.metrics_path) if result.metrics_path else None,
+        "learning_curve": str(result.plot_path) if result.plot_path else None,
+        "seconds": round(result.seconds, 1),
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"adapter: {summary['adapter']}")
+        print(f"steps: {result.steps}   env rollouts consumed: {result.rollouts} "
+              f"(resampled groups {result.rollout_stats.get('resampled_groups', 0)}, dropped {result.rollout_stats.get('dropped_groups', 0)})")
+        if summary["final_reward"] is not None:
+            first = result.reward_curve[0][1]
+            print(f"mean env reward: first step {first:.3f}, last step {summary['final_reward']:.3f}")
+        print(f"metrics: {summary['metrics']}   curve: {summary['learning_curve']}   time: {summary['seconds']}s")
+    return 0

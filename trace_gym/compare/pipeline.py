@@ -1,0 +1,566 @@
+"""TRACE against baselines at an equal rollout budget, as a chain of resumable stages.
+
+For one target env, one base model and a rollout budget ``B`` the pipeline builds and
+evaluates:
+
+* ``base`` — the base policy;
+* ``grpo`` — GRPO+LoRA directly on the target's train tasks, ``B`` rollouts;
+* ``gepa`` — GEPA prompt optimization of the agent instruction, ``B`` metric calls
+  (:mod:`trace_gym.baselines.gepa_adapter`);
+* ``trace`` — base rollouts on the train tasks → offline analysis → synthesized
+  capability envs → calibration → one adapter per capability → retrieval routing,
+  every rollout of every step charged to ``B``;
+* ``single`` — the trace adapter with the best final training reward, without routing.
+
+Each is evaluated on the held-out tasks with ``trials`` trials per task through
+:func:`trace_gym.eval.harness.evaluate` (pass^k with bootstrap intervals).  Each stage
+writes its result atomically to ``<out>/.../stages/<name>.json`` and is skipped when the
+file exists, so a killed run continues where it stopped.  ``compare.json`` carries the
+configuration, seeds, splits, budget ledgers and every per-task result, enough to redraw
+the table and plot without rerunning (:func:`trace_gym.compare.report.render_outputs`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..io import atomic_write_json
+from . import methods as M
+from .budget import BudgetExceeded, RolloutBudget
+
+__all__ = ["CompareConfig", "run_compare", "run_scaling", "Stages", "METHODS", "base_survey"]
+
+METHODS = ("base", "grpo", "gepa", "trace", "single")
+FORMAT = "trace-gym/compare@1"
+
+DEFAULT_TRAIN = {"num_generations": 4, "seeds_per_step": 1, "max_resamples": 1, "max_new_tokens_per_turn": 128,
+                 "max_completion_length": 1024, "learning_rate": 2e-5, "lora_r": 16, "lora_alpha": 32}
+
+
+@dataclass
+class CompareConfig:
+    """Everything one comparison needs; the JSON of it is stored with the results."""
+
+    target: str = "trace/tau2-retail-v0"  # or "auto": the τ² domain where the base model scores highest
+    model: str = "smollm2"
+    budget: int = 64
+    out: str = "runs/compare"
+    trials: int = 2
+    methods: list[str] = field(default_factory=lambda: list(METHODS))
+    seed: int = 0
+    eval_seed: int = 1000
+    n_train_tasks: int | None = None
+    n_test_tasks: int | None = None
+    train_tasks: list[Any] | None = None  # explicit task lists (override the split)
+    test_tasks: list[Any] | None = None
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    cap_env_kwargs: dict[str, Any] = field(default_factory=dict)
+    gen: dict[str, Any] = field(default_factory=lambda: {"max_new_tokens": 256, "temperature": 0.7})
+    train: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_TRAIN))
+    max_train_steps: int | None = None
+    batch_size: int = 1
+    # TRACE
+    base_tasks: int | None = None  # train tasks the base model is rolled out on (default: enough for a quarter of B)
+    base_samples: int = 1
+    base_fraction: float = 0.25
+    calib_seeds: int = 2
+    calib_samples: int = 2
+    routing_seeds: int = 2
+    min_capabilities: int = 1
+    max_capabilities: int = 3
+    mastered: float = 0.9  # calibration mean reward at which a capability needs no adapter
+    embedder: str | None = None
+    # GEPA
+    gepa_minibatch: int = 3
+    gepa_val: int = 4
+    reflection: str | None = None  # policy spec of the reflection model (default: the base model)
+    # base survey before the comparison
+    survey_domains: list[str] = field(default_factory=list)
+    survey_tasks: int = 5
+    # Programmatic use only (not stored): ``(seed) -> policy`` replacing the model's loading, e.g. a
+    # scripted or remote agent.  Methods that train need a loadable model and are skipped with it.
+    policy_factory: Callable[[int], Any] | None = field(default=None, repr=False, compare=False)
+    reflection_lm: Callable[[Any], str] | None = field(default=None, repr=False, compare=False)
+
+    def validate(self) -> CompareConfig:
+        bad = [m for m in self.methods if m not in METHODS]
+        if bad:
+            raise ValueError(f"unknown method(s) {bad}; choose from {list(METHODS)}")
+        if self.budget < 0:
+            raise ValueError(f"budget must be >= 0, got {self.budget}")
+        if self.trials < 1:
+            raise ValueError(f"trials must be >= 1, got {self.trials}")
+        if "single" in self.methods and "trace" not in self.methods:
+            raise ValueError("method 'single' reuses the adapters trained by 'trace'; add 'trace'")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _RUNTIME}
+        out = json.loads(json.dumps(out, default=str))
+        if self.policy_factory is not None:
+            out["policy_factory"] = getattr(self.policy_factory, "__qualname__", repr(self.policy_factory))
+        return out
+
+    def base_policy(self) -> Any:
+        """A fresh base policy (``policy_factory`` when set, else the model loaded with ``gen``)."""
+        if self.policy_factory is not None:
+            return self.policy_factory(self.seed)
+        return M.load_base_policy(self.model, seed=self.seed, **self.gen)
+
+    @property
+    def can_train(self) -> bool:
+        return self.policy_factory is None and M.trainable(self.model)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CompareConfig:
+        names = {f.name for f in dataclasses.fields(cls)} - _RUNTIME
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown compare config key(s) {unknown}")
+        return cls(**data)
+
+
+_RUNTIME = {"policy_factory", "reflection_lm"}
+
+
+class Stages:
+    """Resumable stages under ``root/stages``: a stage runs only when its result file is absent."""
+
+    def __init__(self, root: Path, log: Callable[[str], None] = print):
+        self.root = Path(root)
+        self.log = log
+        self.ran: list[str] = []
+        self.skipped: list[str] = []
+
+    def path(self, name: str) -> Path:
+        return self.root / "stages" / f"{name}.json"
+
+    def done(self, name: str) -> bool:
+        return self.path(name).exists()
+
+    def run(self, name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        p = self.path(name)
+        if p.exists():
+            self.skipped.append(name)
+            return json.loads(p.read_text(encoding="utf-8"))
+        self.log(f"stage {name} ...")
+        t0 = time.perf_counter()
+        result = fn()
+        result = json.loads(json.dumps(result, default=str))
+        result.setdefault("stage_wall_s", time.perf_counter() - t0)
+        atomic_write_json(p, result)
+        self.ran.append(name)
+        return result
+
+
+# ----------------------------------------------------------------------------- evaluation
+def _opt(cfg: CompareConfig) -> str:
+    """The reset option that names a task (the same one the evaluation harness uses)."""
+    from ..eval.harness import task_option_key
+
+    return task_option_key(cfg.target)
+
+
+def _evaluate(cfg: CompareConfig, policy: Any, tasks: list[Any], store: Path) -> dict[str, Any]:
+    from ..eval.harness import evaluate
+
+    opts = None
+    env_id = cfg.target
+    rep = evaluate(env_id, policy, [str(t) for t in tasks], cfg.trials, store=store, base_seed=cfg.eval_seed,
+                   env_kwargs=cfg.env_kwargs, extra_options=opts, batch_size=cfg.batch_size)
+    d = rep.to_dict()
+    d["eval_wall_s"] = rep.wall_s
+    return d
+
+
+def base_survey(cfg: CompareConfig, root: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Base success per τ² domain and split (``survey_tasks`` tasks of each, one trial), for choosing a target."""
+    from ..eval.harness import evaluate
+
+    rows = []
+    for domain in cfg.survey_domains:
+        env_id = f"trace/tau2-{domain}-v0"
+        train, test, how = M.target_splits(env_id, seed=cfg.seed, n_train=cfg.survey_tasks, n_test=cfg.survey_tasks)
+        pol = cfg.base_policy()
+        pol.policy_id = f"base:{cfg.model}"
+        for split, tasks in (("train", train), ("test", test)):
+            rep = evaluate(env_id, pol, tasks, 1, store=root / "survey" / f"{domain}-{split}.jsonl", base_seed=cfg.eval_seed,
+                           env_kwargs=cfg.env_kwargs, batch_size=cfg.batch_size)
+            p1 = rep.pass_k(1)
+            rows.append({"domain": domain, "split": split, "n_tasks": len(tasks), "pass1": vars(p1),
+                         "mean_reward": rep.mean_reward(), "split_source": how})
+            log(f"survey {domain}/{split}: pass^1 {p1}")
+    best = max(rows, key=lambda r: (r["pass1"]["value"], r["mean_reward"]), default=None)
+    all_zero = bool(rows) and all(r["pass1"]["value"] == 0.0 for r in rows)
+    return {"model": cfg.model, "user": cfg.env_kwargs.get("user", "offline"), "rows": rows, "all_zero": all_zero,
+            "best_domain": best["domain"] if best else None}
+
+
+# ----------------------------------------------------------------------------- methods
+def _grpo(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any]) -> dict[str, Any]:
+    if not cfg.can_train:
+        return {"skipped": f"model {cfg.model!r} cannot be trained here (a server, a script or a given policy)", "rollouts": 0}
+    budget = RolloutBudget(B, root / "grpo" / "budget.json")
+    budget.start_stage("train", 0)  # an interrupted training starts over
+    steps = M.plan_train_steps(budget.remaining, cfg.train, cfg.max_train_steps)
+    if steps < 1:
+        return {"skipped": f"budget {B} is below one optimizer step ({M.worst_rollouts_per_step(cfg.train)} rollouts)",
+                "rollouts": 0, "budget": budget.to_dict()}
+    factory = M.target_factory(cfg.target, cfg.env_kwargs, budget, "train", train_tasks, _opt(cfg))
+    entry = M.train_adapter(model=cfg.model, seed=cfg.seed, env_factory=factory, env_id=cfg.target,
+                            out=root / "grpo" / "adapters" / "grpo-target", steps=steps, train=cfg.train, run_name="grpo-target")
+    return {"adapter": entry["path"], "manifest": str(root / "grpo" / "adapters" / "manifest.json"), "steps": steps,
+            "rollouts": budget.used, "trainer_rollouts": entry.get("rollouts_used"), "budget": budget.to_dict(),
+            "reward_curve": entry.get("reward_curve"), "train_wall_s": entry.get("seconds")}
+
+
+def _gepa(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any]) -> dict[str, Any]:
+    from ..baselines.gepa_adapter import TraceGEPAAdapter, default_anchor, optimize_prompt, policy_reflection_lm
+
+    budget = RolloutBudget(B, root / "gepa" / "budget.json")
+    budget.start_stage("gepa", 0)  # an interrupted search starts over
+    n_val = min(cfg.gepa_val, len(train_tasks))
+    if budget.remaining < n_val or n_val == 0:
+        return {"skipped": f"budget {B} cannot score the seed prompt on {n_val} validation tasks", "rollouts": 0,
+                "budget": budget.to_dict()}
+    policy = cfg.base_policy()
+    if cfg.reflection_lm is not None:
+        lm = cfg.reflection_lm
+    else:
+        reflector = policy if cfg.reflection is None else M.load_base_policy(cfg.reflection, seed=cfg.seed, **cfg.gen)
+        lm = policy_reflection_lm(reflector, seed=cfg.seed)
+    anchor = default_anchor(cfg.target)
+    seed_text = anchor or "You are a helpful agent. Use the tools to complete the user's request exactly."
+    factory = M.target_factory(cfg.target, cfg.env_kwargs, None, "gepa")
+    adapter = TraceGEPAAdapter(factory, policy, task_option=_opt(cfg), anchor=anchor, seed=cfg.seed,
+                               budget=budget, stage="gepa")
+    t0 = time.perf_counter()
+    try:
+        run = optimize_prompt(adapter, seed_text, list(train_tasks), list(train_tasks[:n_val]),
+                              reflection_lm=lm, minibatch=cfg.gepa_minibatch,
+                              seed=cfg.seed, log_path=root / "gepa" / "gepa_log.txt")
+    finally:
+        adapter.close()
+    return {"result": run.to_dict(), "anchor": anchor, "rollouts": budget.used, "budget": budget.to_dict(),
+            "reflection_model": cfg.reflection or cfg.model, "train_wall_s": time.perf_counter() - t0}
+
+
+def _trace_base_rollouts(cfg: CompareConfig, budget: RolloutBudget, root: Path, tasks: list[Any]) -> dict[str, Any]:
+    from ..rollout import RolloutError, TrajectoryStore, episode_key, rollout
+
+    store = TrajectoryStore(root / "trace" / "base_rollouts.jsonl")
+    policy = cfg.base_policy()
+    policy.policy_id = f"base:{cfg.model}"
+    have = store.keys() if store.path.exists() else set()
+    plan = [(t, cfg.seed + s) for t in tasks for s in range(cfg.base_samples)]
+    kept = [(t, s) for t, s in plan if episode_key(cfg.target, policy.policy_id, s, {_opt(cfg): t}) in have]
+    budget.start_stage("base_rollouts", len(kept))
+    env = M.target_factory(cfg.target, cfg.env_kwargs, budget, "base_rollouts")()
+    failures = 0
+    try:
+        for t, s in plan:
+            opts = {_opt(cfg): t}
+            if episode_key(cfg.target, policy.policy_id, s, opts) in have:
+                continue
+            try:
+                traj = rollout(env, policy, s, opts)
+            except RolloutError as exc:
+                traj, failures = exc.trajectory, failures + 1
+            traj.env_id = cfg.target
+            store.append(traj)
+    finally:
+        env.close()
+    trajs = store.load()
+    return {"path": str(store.path), "n": len(trajs), "passed": sum(t.reward >= 1.0 for t in trajs),
+            "policy_failures": failures, "rollouts": budget.stage_used("base_rollouts")}
+
+
+def _trace_analysis(cfg: CompareConfig, root: Path, base: dict[str, Any]) -> dict[str, Any]:
+    from ..analysis.aggregate import Thresholds
+    from ..analysis.labelers import GoldLabeler
+    from ..analysis.pipeline import run_analysis
+    from ..analysis.taxonomy import TAXONOMY
+
+    _, doc = run_analysis(base["path"], root / "trace" / "analysis", GoldLabeler(), list(TAXONOMY), runs=1,
+                          thresholds=Thresholds(k=1), seed=cfg.seed)
+    chosen = list(doc["selected"])[: cfg.max_capabilities]
+    fallback = []
+    if len(chosen) < cfg.min_capabilities:
+        # Too few pass the thresholds: take the next capabilities most often lacking on failed trajectories.
+        rest = sorted((c for c in doc["capabilities"] if c["capability"] not in chosen and c["mean_coverage"] > 0),
+                      key=lambda c: (-c["mean_coverage"], -c["mean_gap"], c["capability"]))
+        for c in rest[: cfg.min_capabilities - len(chosen)]:
+            chosen.append(c["capability"])
+            fallback.append(c["capability"])
+    return {"capabilities_json": str(root / "trace" / "analysis" / "capabilities.json"), "selected": doc["selected"],
+            "chosen": chosen, "fallback": fallback,
+            "summaries": [{k: c[k] for k in ("capability", "mean_coverage", "mean_gap", "selected")} for c in doc["capabilities"]]}
+
+
+def _trace_synthesis(cfg: CompareConfig, root: Path, analysis: dict[str, Any]) -> dict[str, Any]:
+    from ..analysis.pipeline import load_capabilities
+    from ..synthesis import synthesize
+    from ..synthesis.register import register_spec_files
+
+    domain = M.target_domain(cfg.target)
+    doc = load_capabilities(analysis["capabilities_json"])
+    outcomes = synthesize(doc, domain, root / "trace" / "specs", seed=cfg.seed, only=analysis["chosen"]) if analysis["chosen"] else []
+    made = [o for o in outcomes if o.path]
+    ids = register_spec_files([Path(o.path) for o in made]) if made else []
+    return {"outcomes": [dataclasses.asdict(o) for o in outcomes],
+            "envs": [{"capability": o.capability, "spec": o.path, "env_id": i} for o, i in zip(made, ids, strict=True)]}
+
+
+def _trace_calibration(cfg: CompareConfig, budget: RolloutBudget, synth: dict[str, Any]) -> dict[str, Any]:
+    from ..capabilities.calibrate import play_episode
+
+    budget.start_stage("calibration", 0)
+    policy = cfg.base_policy()
+    rows = []
+    for e in synth["envs"]:
+        env = M.capability_factory(e["spec"], cfg.cap_env_kwargs, budget, "calibration")()
+        rewards = []
+        try:
+            for s in range(cfg.calib_seeds):
+                for k in range(cfg.calib_samples):
+                    r, _ = play_episode(env, policy, cfg.seed + s, k)
+                    rewards.append(r)
+        finally:
+            env.close()
+        mean = sum(rewards) / len(rewards) if rewards else 0.0
+        rows.append({**e, "mean_reward": mean, "episodes": len(rewards), "train": mean < cfg.mastered})
+    return {"envs": rows, "rollouts": budget.stage_used("calibration")}
+
+
+def _trace_train(cfg: CompareConfig, budget: RolloutBudget, root: Path, calib: dict[str, Any], name: str,
+                 env: dict[str, Any], share: int) -> dict[str, Any]:
+    stage = f"train:{env['capability']}"
+    budget.start_stage(stage, 0)
+    steps = M.plan_train_steps(min(share, budget.remaining), cfg.train, cfg.max_train_steps)
+    if steps < 1:
+        return {"skipped": f"{share} rollouts are below one optimizer step", "rollouts": 0}
+    factory = M.capability_factory(env["spec"], cfg.cap_env_kwargs, budget, stage)
+    entry = M.train_adapter(model=cfg.model, seed=cfg.seed, env_factory=factory, env_id=env["env_id"],
+                            out=root / "trace" / "adapters" / name, steps=steps, train=cfg.train, run_name=name)
+    curve = entry.get("reward_curve") or []
+    tail = [r for _, r in curve[-3:]]
+    return {"adapter": name, "path": entry["path"], "capability": env["capability"], "env_id": env["env_id"],
+            "steps": steps, "rollouts": budget.stage_used(stage), "trainer_rollouts": entry.get("rollouts_used"),
+            "final_reward": sum(tail) / len(tail) if tail else 0.0, "reward_curve": curve, "train_wall_s": entry.get("seconds")}
+
+
+def _trace_routing(cfg: CompareConfig, budget: RolloutBudget, root: Path, base: dict[str, Any],
+                   adapters: list[dict[str, Any]], calib: dict[str, Any]) -> dict[str, Any]:
+    from ..capabilities.calibrate import ReferencePolicy
+    from ..rollout import TrajectoryStore, rollout
+    from ..route.base import NO_ADAPTER
+    from ..route.build import build_index
+    from ..route.embed import Embedder
+
+    budget.start_stage("routing", 0)
+    specs = {e["capability"]: e["spec"] for e in calib["envs"]}
+    corpora: dict[str, list[Any]] = {}
+    for a in adapters:
+        env = M.capability_factory(specs[a["capability"]], cfg.cap_env_kwargs, budget, "routing")()
+        ref = ReferencePolicy()
+        ref.bind_env(env.unwrapped)
+        trajs = []
+        try:
+            for s in range(cfg.routing_seeds):
+                t = rollout(env, ref, cfg.seed + s)
+                t.env_id = a["env_id"]
+                trajs.append(t)
+        finally:
+            env.close()
+        corpora[a["adapter"]] = trajs
+    corpora[NO_ADAPTER] = [t for t in TrajectoryStore(base["path"]).load() if t.reward >= 1.0]
+    index = build_index(corpora, Embedder(cfg.embedder))
+    path = root / "trace" / "router_index"
+    index.save(path)
+    return {"index": str(path), "n_examples": len(index.texts), "labels": sorted(set(index.labels)),
+            "rollouts": budget.stage_used("routing")}
+
+
+def _trace(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any], st: Stages) -> dict[str, Any]:
+    """TRACE's stages (each resumable); returns the method's summary."""
+    if M.target_domain(cfg.target) is None:
+        return {"skipped": "the offline analysis needs τ²-bench gold actions; TRACE here supports τ² targets", "rollouts": 0}
+    if not cfg.can_train:
+        return {"skipped": f"model {cfg.model!r} cannot be trained here (a server, a script or a given policy)", "rollouts": 0}
+    budget = RolloutBudget(B, root / "trace" / "budget.json")
+    n_base_tasks = cfg.base_tasks if cfg.base_tasks is not None else max(1, int(cfg.base_fraction * B) // max(1, cfg.base_samples))
+    tasks = train_tasks[:n_base_tasks]
+    if budget.total < len(tasks) * cfg.base_samples or not tasks:
+        return {"skipped": f"budget {B} cannot cover the base rollouts", "rollouts": 0, "budget": budget.to_dict()}
+    base = st.run("trace_base_rollouts", lambda: _trace_base_rollouts(cfg, budget, root, tasks))
+    analysis = st.run("trace_analysis", lambda: _trace_analysis(cfg, root, base))
+    synth = st.run("trace_synthesis", lambda: _trace_synthesis(cfg, root, analysis))
+    out: dict[str, Any] = {"base_rollouts": base, "analysis": analysis, "synthesis": synth}
+    if not synth["envs"]:
+        out.update(adapters=[], note="no capability env could be synthesized for this target: TRACE falls back to the base model")
+    else:
+        n_cal = len(synth["envs"]) * cfg.calib_seeds * cfg.calib_samples
+        if n_cal > budget.remaining:
+            out.update(adapters=[], note=f"calibration needs {n_cal} rollouts, {budget.remaining} left: TRACE falls back to the base model")
+        else:
+            calib = st.run("trace_calibration", lambda: _trace_calibration(cfg, budget, synth))
+            out["calibration"] = calib
+            todo = [e for e in calib["envs"] if e["train"]]
+            reserve = len(todo) * cfg.routing_seeds
+            share = (budget.remaining - reserve) // max(1, len(todo))
+            adapters = []
+            for i, e in enumerate(todo):
+                name = f"cap-{i}-{e['capability']}"
+                res = st.run(f"trace_train_{i}", lambda e=e, name=name: _trace_train(cfg, budget, root, calib, name, e, share))
+                if "skipped" not in res:
+                    adapters.append(res)
+            out["adapters"] = adapters
+            if adapters:
+                out["routing"] = st.run("trace_routing", lambda: _trace_routing(cfg, budget, root, base, adapters, calib))
+            else:
+                out["note"] = "no adapter was trained (budget or all capabilities mastered): TRACE falls back to the base model"
+    ledger = RolloutBudget(B, root / "trace" / "budget.json")
+    out["rollouts"] = ledger.used
+    out["budget"] = ledger.to_dict()
+    return out
+
+
+# ----------------------------------------------------------------------------- policies for evaluation
+def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: Path) -> tuple[Any, str]:
+    """The evaluated policy of a method and a note on what it is."""
+    gen = cfg.gen
+    if method == "base" or result.get("skipped"):
+        pol = cfg.base_policy()
+        pol.policy_id = f"base:{cfg.model}"
+        return pol, "base model" if method == "base" else f"base model ({result['skipped']})"
+    if method == "grpo":
+        return M.adapter_policy(cfg.model, result["manifest"], "grpo-target", seed=cfg.seed, gen=gen,
+                                policy_id=f"grpo:{Path(root).name}"), "GRPO+LoRA on the target"
+    if method == "gepa":
+        from ..baselines.gepa_adapter import SystemPromptPolicy
+
+        base = cfg.base_policy()
+        text = result["result"]["best_candidate"]["system_prompt"]
+        pol = SystemPromptPolicy(base, text, result.get("anchor"))
+        pol.policy_id = f"gepa:{Path(root).name}:{pol.policy_id.rsplit(':', 1)[-1]}"
+        return pol, "GEPA-optimized instruction"
+    adapters = result.get("adapters") or []
+    if not adapters:
+        pol = cfg.base_policy()
+        pol.policy_id = f"base:{cfg.model}"
+        return pol, result.get("note", "no adapters: base model")
+    manifest = root / "trace" / "adapters" / "manifest.json"
+    if method == "single":
+        best = max(adapters, key=lambda a: (a["final_reward"], -adapters.index(a)))
+        return (M.adapter_policy(cfg.model, manifest, best["adapter"], seed=cfg.seed, gen=gen,
+                                 policy_id=f"single:{Path(root).name}:{best['adapter']}"),
+                f"adapter {best['adapter']} (best final training reward), no routing")
+    from ..route.index import RouterIndex
+    from ..route.policy import RoutedPolicy
+    from ..route.retrieval import RetrievalRouter
+
+    ap = M.adapter_policy(cfg.model, manifest, None, seed=cfg.seed, gen=gen, policy_id="adapters")
+    router = RetrievalRouter(RouterIndex.load(result["routing"]["index"]))
+    pol = RoutedPolicy(ap, router, {a["adapter"]: a["adapter"] for a in adapters})
+    pol.policy_id = f"trace:{Path(root).name}"
+    return pol, f"{len(adapters)} adapter(s) with retrieval routing"
+
+
+# ----------------------------------------------------------------------------- driver
+def _splits(cfg: CompareConfig) -> dict[str, Any]:
+    if cfg.train_tasks is not None and cfg.test_tasks is not None:
+        return {"train": list(cfg.train_tasks), "test": list(cfg.test_tasks), "source": "given in the config"}
+    train, test, how = M.target_splits(cfg.target, seed=cfg.seed, n_train=cfg.n_train_tasks, n_test=cfg.n_test_tasks)
+    return {"train": train, "test": test, "source": how}
+
+
+def _resolve_target(cfg: CompareConfig, out: Path, log: Callable[[str], None]) -> dict[str, Any] | None:
+    if not cfg.survey_domains:
+        if cfg.target == "auto":
+            raise ValueError("target 'auto' needs survey_domains to choose from")
+        return None
+    survey = Stages(out, log).run("survey", lambda: base_survey(cfg, out, log))
+    if survey["all_zero"]:
+        log(f"base success is 0 on every surveyed domain and split for {cfg.model}")
+    if cfg.target == "auto":
+        cfg.target = f"trace/tau2-{survey['best_domain']}-v0"
+        log(f"target: {cfg.target} (highest base pass^1 in the survey)")
+    return survey
+
+
+def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budget_dir: Path | None = None,
+                shared: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run (or resume) one comparison at ``cfg.budget``; writes and returns ``compare.json``'s content."""
+    from .report import render_outputs
+
+    cfg.validate()
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    survey = shared.get("survey") if shared else _resolve_target(cfg, out, log)
+    splits = Stages(out, log).run("splits", lambda: _splits(cfg))
+    root = budget_dir or out
+    st = Stages(root, log)
+    B = cfg.budget
+    results: dict[str, dict[str, Any]] = {}
+    trained: dict[str, dict[str, Any]] = {}
+    if "grpo" in cfg.methods:
+        trained["grpo"] = st.run("grpo", lambda: _grpo(cfg, B, root, splits["train"]))
+    if "gepa" in cfg.methods:
+        trained["gepa"] = st.run("gepa", lambda: _gepa(cfg, B, root, splits["train"]))
+    if "trace" in cfg.methods:
+        trained["trace"] = st.run("trace", lambda: _trace(cfg, B, root, splits["train"], st))
+        if "single" in cfg.methods:
+            trained["single"] = trained["trace"]
+    for method in cfg.methods:
+        res = trained.get(method, {"rollouts": 0})
+        where = Stages(out, log) if method == "base" else st  # the base model's score does not depend on B
+
+        def do_eval(method: str = method, res: dict[str, Any] = res) -> dict[str, Any]:
+            policy, note = _policy_for(method, cfg, res, root)
+            ev = _evaluate(cfg, policy, splits["test"], root / "eval" / f"{method}.jsonl")
+            return {"eval": ev, "note": note}
+
+        ev = where.run(f"eval_{method}", do_eval)
+        results[method] = {"method": method, "rollouts": int(res.get("rollouts", 0)), "budget": B,
+                           "train_wall_s": _train_wall(res), "note": ev["note"], "eval": ev["eval"],
+                           "skipped": res.get("skipped")}
+    doc = {"format": FORMAT, "config": cfg.to_dict(), "target": cfg.target, "budget": B, "seeds": {
+        "seed": cfg.seed, "eval_seed": cfg.eval_seed, "trials": cfg.trials}, "splits": splits, "survey": survey,
+        "methods": results, "details": trained, "stages": {"ran": st.ran, "skipped": st.skipped}}
+    atomic_write_json(root / "compare.json", doc)
+    render_outputs(doc, root)
+    return doc
+
+
+def _train_wall(res: dict[str, Any]) -> float:
+    total = float(res.get("train_wall_s") or 0.0)
+    for a in res.get("adapters") or []:
+        total += float(a.get("train_wall_s") or 0.0)
+    return total
+
+
+def run_scaling(cfg: CompareConfig, budgets: list[int], *, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """The comparison at several budgets (each in ``<out>/B<budget>/``) and a score-vs-rollouts summary."""
+    from .report import render_scaling
+
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    survey = _resolve_target(cfg, out, log)
+    runs = []
+    for b in sorted(set(budgets)):
+        c = dataclasses.replace(cfg, budget=b)
+        runs.append(run_compare(c, log=log, budget_dir=out / f"B{b}", shared={"survey": survey}))
+    doc = {"format": FORMAT + "/scaling", "config": cfg.to_dict(), "target": cfg.target, "budgets": sorted(set(budgets)),
+           "survey": survey, "runs": [{"budget": r["budget"], "methods": r["methods"]} for r in runs]}
+    atomic_write_json(out / "scaling.json", doc)
+    render_scaling(doc, out)
+    return doc
+
+
+__all__ += ["BudgetExceeded"]

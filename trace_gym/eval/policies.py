@@ -1,0 +1,62 @@
+"""Resolving evaluation policy specs: ``base``, ``adapter:NAME``, ``routed`` and every plain policy spec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["resolve_policy", "EVAL_SPEC_HELP"]
+
+EVAL_SPEC_HELP = "base | adapter:NAME | routed | scripted:FILE | hf:MODEL | smollm2 | openai:URL#MODEL"
+
+
+def _base(model: str, gen: dict[str, Any]):
+    from ..policies import policy_from_spec
+
+    spec = model if ":" in model or model == "smollm2" else f"hf:{model}"
+    return policy_from_spec(spec, **gen)
+
+
+def resolve_policy(spec: str, *, model: str = "smollm2", adapters: str | Path = "adapters", router: str = "retrieval",
+                   **gen: Any):
+    """Build the policy an evaluation spec names.
+
+    ``base`` is the base model (``model``: ``smollm2``, a hub name or folder, or any
+    policy spec); ``adapter:NAME`` that model with one registered adapter active;
+    ``routed`` with every registered adapter, routed once per conversation by the
+    ``retrieval`` or ``classifier`` router over ``<adapters>/router_index``.
+    """
+    if spec == "base":
+        pol = _base(model, gen)
+        pol.policy_id = f"base:{getattr(pol, 'policy_id', model)}"
+        return pol
+    if spec.startswith("adapter:") or spec == "routed":
+        from ..route.policy import AdapterPolicy, RoutedPolicy
+        from ..route.registry import AdapterRegistry
+
+        registry = AdapterRegistry(Path(adapters) / "manifest.json")
+        base = _base(model, gen)
+        if spec.startswith("adapter:"):
+            return AdapterPolicy(base, registry, fixed=spec.split(":", 1)[1])
+        pol = AdapterPolicy(base, registry)
+        from ..route.index import RouterIndex
+        from ..route.retrieval import RetrievalRouter
+
+        index_path = Path(adapters) / "router_index"
+        if not index_path.with_suffix(".json").exists():
+            raise FileNotFoundError(f"no router index at {index_path}.json; build one with the demo or `trace_gym.route.build`")
+        retrieval = RetrievalRouter(RouterIndex.load(index_path))
+        if router == "retrieval":
+            r: Any = retrieval
+        elif router == "classifier":
+            from ..route.classifier import ClassifierRouter
+
+            r = ClassifierRouter(base.model, base.tokenizer, retrieval=retrieval)
+        else:
+            raise ValueError(f"unknown router {router!r}; expected 'retrieval' or 'classifier'")
+        by_cap = registry.by_capability()
+        mapping = {**{n: n for n in registry.names()}, **by_cap}
+        return RoutedPolicy(pol, r, mapping)
+    from ..policies import policy_from_spec
+
+    return policy_from_spec(spec, **gen)

@@ -1,0 +1,76 @@
+"""Tables and plots for evaluation reports and policy comparisons."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+__all__ = ["report_table", "comparison_table", "plot_comparison"]
+
+
+def _fmt(p: dict[str, Any]) -> str:
+    return f"{p['value']:.3f} [{p['low']:.3f}, {p['high']:.3f}]"
+
+
+def report_table(rep: dict[str, Any]) -> Table:
+    ks = sorted(rep["pass_hat_k"], key=int)
+    t = Table(title=f"{rep['policy']} on {rep['env_id']} ({rep['n_tasks']} tasks × {rep['trials']} trials)")
+    t.add_column("group")
+    t.add_column("tasks", justify="right")
+    t.add_column("mean reward", justify="right")
+    t.add_column("perfect", justify="right")
+    for k in ks:
+        t.add_column(f"pass^{k} [95% CI]", justify="right")
+    for g, row in rep["groups"].items():
+        t.add_row(g, str(row["n_tasks"]), f"{row['mean_reward']:.3f}", str(row["perfect"]), *[_fmt(row["pass_hat_k"][k]) for k in ks])
+    perfect = sum(r["perfect"] for r in rep["groups"].values())
+    t.add_row("all", str(rep["n_tasks"]), f"{rep['mean_reward']:.3f}", str(perfect), *[_fmt(rep["pass_hat_k"][k]) for k in ks],
+              style="bold")
+    return t
+
+
+def comparison_table(reports: list[dict[str, Any]]) -> Table:
+    ks = sorted(reports[0]["pass_hat_k"], key=int)
+    t = Table(title=f"Comparison on {reports[0]['env_id']}")
+    t.add_column("policy")
+    t.add_column("mean reward", justify="right")
+    for k in ks:
+        t.add_column(f"pass^{k} [95% CI]", justify="right")
+    t.add_column("rollouts", justify="right")
+    t.add_column("wall s", justify="right")
+    for r in reports:
+        t.add_row(r["policy"], f"{r['mean_reward']:.3f}", *[_fmt(r["pass_hat_k"][k]) for k in ks], str(r["rollouts"]), f"{r['wall_s']:.0f}")
+    return t
+
+
+def plot_comparison(reports: list[dict[str, Any]], path: str | Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    ks = sorted(reports[0]["pass_hat_k"], key=int)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.8 / max(1, len(reports))
+    for i, r in enumerate(reports):
+        xs = [int(k) + (i - (len(reports) - 1) / 2) * width for k in ks]
+        vals = [r["pass_hat_k"][k]["value"] for k in ks]
+        err = [[v - r["pass_hat_k"][k]["low"] for v, k in zip(vals, ks)], [r["pass_hat_k"][k]["high"] - v for v, k in zip(vals, ks)]]
+        ax.bar(xs, vals, width, yerr=err, capsize=3, label=r["policy"])
+    ax.set_xticks([int(k) for k in ks], [f"pass^{k}" for k in ks])
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("score (95% bootstrap CI)")
+    ax.set_title(reports[0]["env_id"])
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+    return path

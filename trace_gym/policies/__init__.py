@@ -1,0 +1,74 @@
+"""Policies: what chooses the agent's next text action.
+
+* :class:`ScriptedPolicy` — a fixed list of actions or a Python callable;
+* :class:`~trace_gym.policies.hf.HFPolicy` — a Hugging Face ``transformers`` model
+  (imported lazily: ``torch`` loads only when it is used);
+* :class:`~trace_gym.policies.openai_compat.OpenAICompatPolicy` — any
+  OpenAI-compatible chat-completions server, such as vLLM.
+
+:func:`policy_from_spec` builds one from a command-line spec.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Policy, PolicyError, Request, act_batch, reset_policy
+from .scripted import ScriptedPolicy, ScriptExhausted, load_actions, parse_actions
+
+__all__ = [
+    "Policy",
+    "PolicyError",
+    "Request",
+    "ScriptedPolicy",
+    "ScriptExhausted",
+    "act_batch",
+    "load_actions",
+    "parse_actions",
+    "policy_from_spec",
+    "reset_policy",
+]
+
+SPEC_HELP = "scripted:FILE | hf:MODEL_OR_PATH | smollm2 | openai:URL#MODEL"
+
+
+def policy_from_spec(spec: str, **options: Any) -> Policy:
+    """A policy from ``scripted:FILE``, ``hf:MODEL``, ``smollm2`` or ``openai:URL#MODEL``.
+
+    ``options`` go to the policy's constructor where they apply (``max_new_tokens``,
+    ``greedy``, ``temperature``, ``seed``, ``batch_size``, ``device`` for Hugging Face
+    models, where ``hf:`` also takes a ``.gguf`` file;
+    ``temperature``, ``max_tokens``, ``seed``, ``concurrency`` for servers); ``None``
+    values are ignored.
+    """
+    opts = {k: v for k, v in options.items() if v is not None}
+    kind, _, rest = spec.partition(":")
+    if kind == "scripted":
+        if not rest:
+            raise ValueError(f"scripted policy needs a file: scripted:FILE (got {spec!r})")
+        return ScriptedPolicy.from_file(rest)
+    if kind == "hf":
+        if not rest:
+            raise ValueError(f"hf policy needs a model name or folder: hf:MODEL (got {spec!r})")
+        from .hf import HFPolicy
+
+        keep = {k: opts[k] for k in ("max_new_tokens", "greedy", "temperature", "top_k", "top_p", "seed", "batch_size", "device") if k in opts}
+        return HFPolicy.from_pretrained(rest, **keep)
+    if kind == "smollm2" and not rest:
+        from .hf import HFPolicy
+
+        keep = {k: opts[k] for k in ("max_new_tokens", "greedy", "temperature", "top_k", "top_p", "seed", "batch_size", "device") if k in opts}
+        return HFPolicy.smollm2(**keep)
+    if kind == "openai":
+        url, sep, model = rest.rpartition("#")
+        if not sep or not url or not model:
+            raise ValueError(f"openai policy needs a server URL and a model: openai:URL#MODEL (got {spec!r})")
+        from .openai_compat import OpenAICompatPolicy
+
+        keep = {k: opts[k] for k in ("temperature", "max_tokens", "top_p", "seed", "concurrency", "timeout") if k in opts}
+        if "max_new_tokens" in opts and "max_tokens" not in keep:
+            keep["max_tokens"] = opts["max_new_tokens"]
+        if opts.get("greedy"):
+            keep["temperature"] = 0.0
+        return OpenAICompatPolicy(url, model, **keep)
+    raise ValueError(f"unknown policy spec {spec!r}; expected {SPEC_HELP}")

@@ -1,0 +1,69 @@
+"""The policy interface: chat messages and tool schemas in, one text action out.
+
+A policy sees what an LLM would see — the conversation as OpenAI chat dicts
+(``info["messages"]``) and the OpenAI function schemas (``info["tools"]``) — and
+answers with one text action in the grammar of :mod:`trace_gym.core.toolcalls`
+(a message to the user, or tool calls).  Tool calls stay text: the environment
+parses them, so a policy's formatting mistakes are the environment's to report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Policy", "PolicyError", "Request", "act_batch", "reset_policy"]
+
+Request = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+"""One policy query: ``(messages, tools)``."""
+
+
+class PolicyError(RuntimeError):
+    """A policy could not produce an action (script exhausted, server unreachable, ...)."""
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything with a ``policy_id`` and an ``act`` method.
+
+    Optional extras, used when present:
+
+    * ``act_batch(requests) -> list[str]`` answers several queries at once (a GPU
+      policy batches them);
+    * ``reset(seed) -> None`` is called at the start of every episode;
+    * ``accepts_seeds = True`` makes ``act_batch`` receive ``seeds=`` (each request's
+      episode seed);
+    * ``batchable = False`` says the policy keeps per-episode state and cannot play
+      several episodes in lock step.
+    """
+
+    policy_id: str
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str: ...
+
+
+def act_batch(policy: Policy, requests: Sequence[Request], seeds: Sequence[int | None] | None = None) -> list[str]:
+    """Answer ``requests`` with ``policy.act_batch`` when it has one, else one ``act`` at a time.
+
+    ``seeds`` (the episode seed of each request) are passed on to policies whose
+    ``accepts_seeds`` attribute is true, so that sampling can depend on the episode.
+    """
+    if not requests:
+        return []
+    batch = getattr(policy, "act_batch", None)
+    if batch is None:
+        return [policy.act(m, t) for m, t in requests]
+    if seeds is not None and getattr(policy, "accepts_seeds", False):
+        out = list(batch(list(requests), seeds=list(seeds)))
+    else:
+        out = list(batch(list(requests)))
+    if len(out) != len(requests):
+        raise PolicyError(f"{policy.policy_id}: act_batch returned {len(out)} actions for {len(requests)} requests")
+    return out
+
+
+def reset_policy(policy: Policy, seed: int | None) -> None:
+    """Call ``policy.reset(seed)`` if the policy keeps per-episode state."""
+    reset = getattr(policy, "reset", None)
+    if reset is not None:
+        reset(seed)

@@ -1,0 +1,425 @@
+"""Running a policy in an environment, and storing the resulting trajectories.
+
+* :func:`rollout` plays one episode and returns a :class:`Trajectory`.
+* :func:`rollout_batch` plays several episodes in lock step so that a batching
+  policy (``act_batch``) answers all of them with one call per turn.
+* :func:`collect` runs many seeds of one env id, appending every finished episode
+  to a :class:`TrajectoryStore` and skipping seeds already stored (resume).
+
+The store is a JSON-lines file written append-only: each record is one
+``os.write`` of a complete line to a file opened with ``O_APPEND``, followed by an
+``fsync``.  An interrupted run leaves at worst a torn last line, which loading
+reports (a warning and :attr:`TrajectoryStore.torn_lines`) and the next append
+cuts off; a damaged line anywhere else is an error naming its line number.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from .policies.base import Policy, PolicyError, act_batch, reset_policy
+
+__all__ = [
+    "Trajectory",
+    "RolloutError",
+    "rollout",
+    "rollout_batch",
+    "collect",
+    "TrajectoryStore",
+    "TrajectoryStoreError",
+    "episode_key",
+]
+
+FORMAT_VERSION = 1
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON-compatible copy of ``value`` (numpy scalars/arrays, sets, tuples, paths...)."""
+    return json.loads(json.dumps(value, default=_json_default, ensure_ascii=False))
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "tolist"):  # numpy scalars and arrays
+        return value.tolist()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    return repr(value)
+
+
+def _canonical(options: dict[str, Any] | None) -> str:
+    return json.dumps(_jsonable(options or {}), sort_keys=True, ensure_ascii=False)
+
+
+def episode_key(env_id: str, policy_id: str, seed: int, options: dict[str, Any] | None = None) -> tuple[str, str, int, str]:
+    """What identifies an episode in a store: env id, policy id, seed and reset options."""
+    return (env_id, policy_id, int(seed), _canonical(options))
+
+
+@dataclass
+class Trajectory:
+    """One played episode.
+
+    ``messages`` is the policy's view at the end (rejected actions and their
+    feedback included); ``transcript`` is the scored conversation (without them)
+    when the environment provides one.  ``rewards[i]`` is the reward of step ``i``;
+    ``reward`` their sum.  ``timings`` holds seconds spent in ``reset``, in the
+    policy and in ``step``, and the wall time of the episode.
+    """
+
+    env_id: str
+    policy_id: str
+    seed: int
+    options: dict[str, Any] | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+    observations: list[str] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    reward: float = 0.0
+    reward_info: dict[str, Any] = field(default_factory=dict)
+    terminated: bool = False
+    truncated: bool = False
+    termination_reason: str | None = None
+    action_errors: list[int] = field(default_factory=list)
+    reset_info: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    version: int = FORMAT_VERSION
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.actions)
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
+
+    @property
+    def key(self) -> tuple[str, str, int, str]:
+        return episode_key(self.env_id, self.policy_id, self.seed, self.options)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable(asdict(self))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Trajectory:
+        if not isinstance(d, dict):
+            raise ValueError(f"a trajectory record must be a JSON object, got {type(d).__name__}")
+        missing = [k for k in ("env_id", "policy_id", "seed") if k not in d]
+        if missing:
+            raise ValueError(f"trajectory record lacks {missing}")
+        version = d.get("version", FORMAT_VERSION)
+        if version != FORMAT_VERSION:
+            raise ValueError(f"trajectory format version {version!r} is not supported (expected {FORMAT_VERSION})")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown trajectory fields {unknown}")
+        return cls(**d)
+
+
+class RolloutError(RuntimeError):
+    """The policy failed mid-episode.
+
+    :attr:`trajectory` holds the failed episode so far; :attr:`completed` the episodes
+    of the same lock-step batch that had already finished (they are complete and valid).
+    """
+
+    def __init__(self, message: str, trajectory: Trajectory, completed: list[Trajectory] | None = None):
+        super().__init__(message)
+        self.trajectory = trajectory
+        self.completed = list(completed or [])
+
+
+def _env_id(env: gym.Env) -> str:
+    spec = getattr(env, "spec", None)
+    if spec is not None and getattr(spec, "id", None):
+        return spec.id
+    return type(env.unwrapped).__name__
+
+
+class _Episode:
+    """One episode being played: holds the env and the trajectory under construction."""
+
+    def __init__(self, env: gym.Env, policy_id: str, seed: int, options: dict[str, Any] | None):
+        self.env = env
+        self.traj = Trajectory(env_id=_env_id(env), policy_id=policy_id, seed=int(seed), options=options)
+        self.messages: list[dict[str, Any]] = []
+        self.tools: list[dict[str, Any]] = []
+        self.started = time.perf_counter()
+
+    def start(self) -> None:
+        t0 = time.perf_counter()
+        obs, info = self.env.reset(seed=self.traj.seed, options=self.traj.options)
+        self.traj.timings = {"reset_s": time.perf_counter() - t0, "policy_s": 0.0, "env_s": 0.0}
+        self.traj.observations.append(obs)
+        self.messages = list(info.get("messages", []))
+        self.tools = list(info.get("tools", []))
+        self.traj.tools = self.tools
+        self.traj.reset_info = {k: v for k, v in info.items() if k not in ("messages", "tools")}
+
+    @property
+    def done(self) -> bool:
+        return self.traj.done
+
+    def apply(self, action: str) -> None:
+        t0 = time.perf_counter()
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.traj.timings["env_s"] += time.perf_counter() - t0
+        t = self.traj
+        if "action_error" in info:
+            t.action_errors.append(len(t.actions))
+        t.actions.append(action)
+        t.observations.append(obs)
+        t.rewards.append(float(reward))
+        self.messages = list(info.get("messages", self.messages))
+        self.tools = list(info.get("tools", self.tools))
+        if terminated or truncated:
+            t.terminated, t.truncated = bool(terminated), bool(truncated)
+            t.reward_info = dict(info.get("reward_info") or {})
+            t.termination_reason = info.get("termination_reason")
+
+    def finish(self) -> Trajectory:
+        t = self.traj
+        t.messages = self.messages
+        transcript = getattr(self.env.unwrapped, "transcript", None)
+        t.transcript = list(transcript()) if callable(transcript) else list(self.messages)
+        t.reward = math.fsum(t.rewards)
+        t.timings["total_s"] = time.perf_counter() - self.started
+        return Trajectory.from_dict(t.to_dict())  # a detached, JSON-clean copy
+
+
+def rollout(env: gym.Env, policy: Policy, seed: int, options: dict[str, Any] | None = None) -> Trajectory:
+    """Play one episode of ``env`` with ``policy`` from ``reset(seed=seed, options=options)``.
+
+    Raises :class:`RolloutError` (with the partial trajectory) when the policy fails.
+    """
+    return rollout_batch([env], policy, [seed], options)[0]
+
+
+def rollout_batch(
+    envs: Sequence[gym.Env], policy: Policy, seeds: Sequence[int], options: dict[str, Any] | None = None
+) -> list[Trajectory]:
+    """Play ``len(envs)`` episodes in lock step, one env per seed, batching the policy's queries."""
+    if len(envs) != len(seeds):
+        raise ValueError(f"rollout_batch needs one env per seed, got {len(envs)} envs and {len(seeds)} seeds")
+    if len({id(e) for e in envs}) != len(envs):
+        raise ValueError("rollout_batch needs distinct env instances")
+    if len(envs) > 1 and not getattr(policy, "batchable", True):
+        raise ValueError(f"policy {policy.policy_id!r} plays one episode at a time; use a batch size of 1")
+    episodes = [_Episode(env, policy.policy_id, seed, options) for env, seed in zip(envs, seeds, strict=True)]
+    if len(episodes) == 1:
+        reset_policy(policy, int(seeds[0]))
+    for ep in episodes:
+        ep.start()
+    while True:
+        active = [ep for ep in episodes if not ep.done]
+        if not active:
+            break
+        t0 = time.perf_counter()
+        try:
+            actions = act_batch(policy, [(ep.messages, ep.tools) for ep in active], [ep.traj.seed for ep in active])
+            wrong = [a for a in actions if not isinstance(a, str)]
+            if wrong:
+                raise PolicyError(f"returned {type(wrong[0]).__name__}, not a text action")
+        except PolicyError as exc:
+            partial = active[0].finish()
+            completed = [ep.finish() for ep in episodes if ep.done]
+            raise RolloutError(
+                f"policy {policy.policy_id!r} failed at step {partial.num_steps} of seed {partial.seed}: {exc}", partial, completed
+            ) from exc
+        spent = (time.perf_counter() - t0) / len(active)
+        for ep, action in zip(active, actions, strict=True):
+            ep.traj.timings["policy_s"] += spent
+            ep.apply(action)
+    return [ep.finish() for ep in episodes]
+
+
+def _parse_seed(s: Any) -> int:
+    if isinstance(s, bool) or not isinstance(s, int):
+        raise TypeError(f"seeds must be ints, got {s!r}")
+    return s
+
+
+def collect(
+    env_id: str,
+    policy: Policy,
+    seeds: Iterable[int],
+    *,
+    store: TrajectoryStore | str | Path | None = None,
+    options: dict[str, Any] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    batch_size: int = 1,
+    resume: bool = True,
+    on_episode: Callable[[Trajectory], None] | None = None,
+    on_skip: Callable[[int], None] | None = None,
+) -> list[Trajectory]:
+    """Play ``env_id`` once per seed and return the new trajectories.
+
+    With a ``store``, each finished episode is appended as soon as it ends and, when
+    ``resume`` is true, seeds whose episode (same env id, policy id, seed and options)
+    is already stored are skipped.  ``batch_size > 1`` plays that many seeds in lock
+    step (one env instance each) so that ``policy.act_batch`` can batch generation.
+    ``on_episode``/``on_skip`` are progress callbacks.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    seed_list = [_parse_seed(s) for s in seeds]
+    if isinstance(store, (str, Path)):
+        store = TrajectoryStore(store)
+    done: set[tuple[str, str, int, str]] = store.keys() if (store is not None and resume) else set()
+    todo = []
+    for s in seed_list:
+        if episode_key(env_id, policy.policy_id, s, options) in done:
+            if on_skip is not None:
+                on_skip(s)
+        else:
+            todo.append(s)
+    results: list[Trajectory] = []
+    if not todo:
+        return results
+    def keep(t: Trajectory) -> None:
+        t.env_id = env_id  # the id the caller asked for (a "module:id" form keeps its prefix out)
+        if store is not None:
+            store.append(t)
+        results.append(t)
+        if on_episode is not None:
+            on_episode(t)
+
+    envs = [gym.make(env_id, **(env_kwargs or {})) for _ in range(min(batch_size, len(todo)))]
+    try:
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start : start + batch_size]
+            try:
+                trajs = rollout_batch(envs[: len(chunk)], policy, chunk, options)
+            except RolloutError as exc:
+                for t in exc.completed:  # keep the batch's finished episodes before stopping
+                    keep(t)
+                raise
+            for t in trajs:
+                keep(t)
+    finally:
+        for e in envs:
+            e.close()
+    return results
+
+
+class TrajectoryStoreError(ValueError):
+    """A trajectory file holds a record that cannot be read (not at the torn tail)."""
+
+
+class TrajectoryStore:
+    """An append-only JSON-lines file of :class:`Trajectory` records."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.torn_lines = 0  # set by the last load: 1 when the file ends in an incomplete record
+
+    # -- writing ---------------------------------------------------------------
+    def _cut_torn_tail(self, fd: int) -> None:
+        """Drop an incomplete last line left by an interrupted write (caller holds the lock)."""
+        size = os.fstat(fd).st_size
+        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+            return
+        keep, pos = 0, size
+        while pos > 0:  # find the last newline; everything after it is the torn record
+            step = min(65536, pos)
+            pos -= step
+            idx = os.pread(fd, step, pos).rfind(b"\n")
+            if idx >= 0:
+                keep = pos + idx + 1
+                break
+        warnings.warn(
+            f"{self.path}: removing a torn last record ({size - keep} bytes) left by an interrupted write",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        os.ftruncate(fd, keep)
+
+    def append(self, trajectory: Trajectory | dict[str, Any]) -> None:
+        """Append one record atomically: a single write of a whole line, then fsync.
+
+        Writers (threads or processes) take an exclusive ``flock`` around the write, so
+        the torn-tail check never mistakes another writer's record in flight for one.
+        """
+        record = trajectory.to_dict() if isinstance(trajectory, Trajectory) else Trajectory.from_dict(trajectory).to_dict()
+        line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        created = not self.path.exists()
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._cut_torn_tail(fd)
+            written = os.write(fd, line)
+            if written != len(line):
+                raise OSError(f"{self.path}: short write ({written} of {len(line)} bytes); the last record is torn")
+            os.fsync(fd)
+        finally:
+            os.close(fd)  # also releases the lock
+        if created:
+            self._fsync_dir()
+
+    def _fsync_dir(self) -> None:
+        try:
+            dfd = os.open(self.path.parent, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(dfd)
+        except OSError:
+            pass
+        finally:
+            os.close(dfd)
+
+    # -- reading ---------------------------------------------------------------
+    def iter_records(self) -> Iterator[dict[str, Any]]:
+        """Yield the stored records as dicts, validating each; see the module docstring for errors."""
+        self.torn_lines = 0
+        if not self.path.exists():
+            return
+        with open(self.path, "rb") as f:
+            data = f.read()
+        lines = data.split(b"\n")
+        tail = lines.pop()  # b"" when the file ends with a newline
+        for lineno, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw.decode("utf-8"))
+                Trajectory.from_dict(record)
+            except (UnicodeDecodeError, json.JSONDecodeError, ValueError, TypeError) as exc:
+                raise TrajectoryStoreError(f"{self.path}:{lineno}: corrupt trajectory record: {exc}") from None
+            yield record
+        if tail.strip():
+            self.torn_lines = 1
+            warnings.warn(
+                f"{self.path}:{len(lines) + 1}: ignoring a torn last record ({len(tail)} bytes, no newline) "
+                "left by an interrupted write; torn_lines=1",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+    def load(self) -> list[Trajectory]:
+        return [Trajectory.from_dict(r) for r in self.iter_records()]
+
+    def keys(self) -> set[tuple[str, str, int, str]]:
+        """Episode keys (:func:`episode_key`) of every stored record."""
+        return {episode_key(r["env_id"], r["policy_id"], r["seed"], r.get("options")) for r in self.iter_records()}
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.iter_records())

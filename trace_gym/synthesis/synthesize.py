@@ -1,0 +1,169 @@
+"""Turn each selected capability of a ``capabilities.json`` into a capability-env spec.
+
+For every selected capability, in rank order:
+
+1. **Template (offline).** When the capability maps to a starter spec whose domain is
+   the target domain, that spec is the template: it is copied with a new id
+   (``syn-<capability>-<domain>``) and a description that records where it came from.
+2. **LLM draft (optional).** Otherwise, when a chat client is given, the model drafts a
+   spec as JSON from the capability's definition, the domain's tool names, the JSON
+   Schema and an example; the draft is validated by the same loader as every spec
+   (schema + semantic checks).  Rejected drafts are retried with the loader's message
+   and, if still invalid, reported with their reasons.  Nothing generated is executed.
+3. Otherwise the capability is reported as *not synthesized*, with the reason.
+
+Specs are written atomically as YAML to ``out_dir`` and a ``synthesis.json`` records
+every outcome.  An existing spec with the same id is kept (resume) unless
+``overwrite`` is set.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..analysis.taxonomy import TAXONOMY
+from ..io import atomic_write_json, atomic_write_text
+
+__all__ = ["SynthesisOutcome", "synthesize", "starter_specs_dir", "spec_id_for"]
+
+
+@dataclass
+class SynthesisOutcome:
+    capability: str
+    status: str  # "template" | "llm" | "kept" | "rejected" | "skipped"
+    spec_id: str | None = None
+    path: str | None = None
+    template: str | None = None
+    reasons: list[str] = field(default_factory=list)
+
+
+def starter_specs_dir() -> Path:
+    """The starter library (``envs/`` beside the package in a checkout, or shipped package data)."""
+    here = Path(__file__).resolve().parent.parent
+    for cand in (here.parent / "envs", here / "envs"):
+        if cand.is_dir():
+            return cand
+    raise FileNotFoundError("the starter capability specs (envs/) were not found next to trace_gym")
+
+
+def spec_id_for(capability: str, domain: str) -> str:
+    slug = "".join(ch if ch.isalnum() else "-" for ch in capability.lower()).strip("-")
+    while "--" in slug:
+        slug = slug.replace("--", "-")
+    return f"syn-{slug}-{domain}"
+
+
+def _starters() -> dict[str, dict[str, Any]]:
+    out = {}
+    for p in sorted(starter_specs_dir().glob("*.y*ml")) + sorted(starter_specs_dir().glob("*.json")):
+        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+        if isinstance(doc, dict) and "id" in doc:
+            out[doc["id"]] = {"path": p, "doc": doc}
+    return out
+
+
+def _template_for(capability: str, definition: str | None, starters: dict[str, dict[str, Any]]) -> str | None:
+    for c in TAXONOMY:
+        if c.name == capability and c.starter_env in starters:
+            return c.starter_env
+    # a capability named after a starter (e.g. discovered as "refund-policy") matches by words
+    words = set(capability.lower().replace("_", "-").split("-")) - {"and", "the", "of", "compliance"}
+    for sid in starters:
+        swords = set(sid.lower().split("-")) - {"cap"}
+        if words and words <= swords | {"compliance"}:
+            return sid
+    return None
+
+
+def _validate(doc: dict[str, Any], source: str) -> str | None:
+    from ..capabilities.spec import SpecError, parse_spec
+
+    try:
+        parse_spec(doc, source)
+    except SpecError as exc:
+        return str(exc)
+    except Exception as exc:  # a malformed draft must be reported, not crash synthesis
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _llm_draft(client: Any, cap: dict[str, Any], domain: str, spec_id: str, example: dict[str, Any], tools: list[str],
+               retries: int, seed: int) -> tuple[dict[str, Any] | None, list[str]]:
+    from ..analysis.labelers.llm import extract_json
+    from ..capabilities.spec import schema
+
+    prompt = resources.files("trace_gym.synthesis").joinpath("prompts", "draft_spec.md").read_text(encoding="utf-8").format(
+        name=cap["name"], definition=cap.get("definition", ""), domain=domain, tools=", ".join(tools),
+        schema=json.dumps(schema()), example=json.dumps(example), spec_id=spec_id)
+    messages = [{"role": "user", "content": prompt}]
+    reasons = []
+    for attempt in range(retries + 1):
+        answer = client.complete(messages, seed=seed + attempt, temperature=0.7)
+        try:
+            doc = extract_json(answer)
+        except ValueError as exc:
+            problem = f"not JSON: {exc}"
+        else:
+            if isinstance(doc, dict):
+                doc["id"], doc["domain"] = spec_id, domain
+                problem = _validate(doc, f"<draft {attempt + 1} for {cap['name']}>")
+                if problem is None:
+                    return doc, reasons
+            else:
+                problem = "the answer is not a JSON object"
+        reasons.append(problem)
+        messages = messages + [{"role": "assistant", "content": answer},
+                               {"role": "user", "content": f"The specification was rejected: {problem}. Reply with a corrected JSON document only."}]
+    return None, reasons
+
+
+def synthesize(capabilities_doc: dict[str, Any], domain: str, out_dir: str | Path, *, client: Any = None,
+               retries: int = 2, seed: int = 0, overwrite: bool = False, only: list[str] | None = None) -> list[SynthesisOutcome]:
+    out = Path(out_dir)
+    starters = _starters()
+    candidates = {c["name"]: c for c in capabilities_doc.get("candidates", [])}
+    names = only or capabilities_doc.get("selected", [])
+    outcomes: list[SynthesisOutcome] = []
+    for name in names:
+        cap = candidates.get(name, {"name": name, "definition": ""})
+        spec_id = spec_id_for(name, domain)
+        path = out / f"{spec_id}.yaml"
+        if path.exists() and not overwrite:
+            outcomes.append(SynthesisOutcome(name, "kept", spec_id, str(path)))
+            continue
+        template = _template_for(name, cap.get("definition"), starters)
+        if template is not None and starters[template]["doc"].get("domain") == domain:
+            doc = dict(starters[template]["doc"])
+            doc["id"] = spec_id
+            doc["description"] = (f"Synthesized for capability '{name}' from the starter template {template}. "
+                                  + str(doc.get("description", ""))).strip()
+            problem = _validate(doc, str(path))
+            if problem is None:
+                atomic_write_text(path, yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120))
+                outcomes.append(SynthesisOutcome(name, "template", spec_id, str(path), template))
+                continue
+            outcomes.append(SynthesisOutcome(name, "rejected", spec_id, None, template, [problem]))
+            continue
+        why = (f"starter template {template} targets the {starters[template]['doc'].get('domain')} domain, not {domain}"
+               if template else "no starter template matches this capability")
+        if client is None:
+            outcomes.append(SynthesisOutcome(name, "skipped", spec_id, None, template, [why + "; pass an LLM endpoint to draft one"]))
+            continue
+        example = next((s["doc"] for s in starters.values() if s["doc"].get("domain") == domain), next(iter(starters.values()))["doc"])
+        from ..capabilities.spec import READ_TOOLS, WRITE_TOOLS
+
+        tools = sorted(READ_TOOLS.get(domain, set()) | WRITE_TOOLS.get(domain, set()))
+        doc, reasons = _llm_draft(client, cap, domain, spec_id, example, tools, retries, seed)
+        if doc is None:
+            outcomes.append(SynthesisOutcome(name, "rejected", spec_id, None, template, [why, *reasons]))
+            continue
+        atomic_write_text(path, yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120))
+        outcomes.append(SynthesisOutcome(name, "llm", spec_id, str(path), template, reasons))
+    atomic_write_json(out / "synthesis.json", {"domain": domain, "outcomes": [asdict(o) for o in outcomes]})
+    return outcomes

@@ -1,0 +1,635 @@
+"""τ²-bench domains as Gymnasium environments (``trace/tau2-{airline,retail,telecom,mock}-v0``).
+
+One episode is one τ²-bench task, run the way tau2 1.0.1's orchestrator runs it:
+
+* ``reset(seed, options={"task_id": ..., "split": "base"|"train"|"test"})`` picks the task
+  (seeded by ``self.np_random`` when no id is given; ``options["task"]`` may pass a
+  task dict directly), applies its initial state, and opens the conversation: the fixed
+  greeting ``Hi! How can I help you today?`` and the user's first message — or, when the
+  task has a message history, that history (continued by whoever's turn it is).  In
+  **solo mode** there is no user: the agent works from the task's ticket and ends with
+  the ``done`` tool.
+* Each action is one agent message: text for the user, or one or more tool calls
+  (any syntax :func:`~trace_gym.core.toolcalls.parse_action` accepts).  Tool calls are
+  answered with their results; a text message is answered by the user simulator
+  (:mod:`trace_gym.tau2.users`), whose own device-tool calls (telecom) are executed with
+  requestor ``user`` and stay invisible to the agent, as in tau2.
+* The episode **terminates** on agent stop (a text containing ``###STOP###``, or ``done``
+  in solo mode — the whole action then becomes the stop message), on user stop
+  (``###STOP###``, ``###TRANSFER###``, ``###OUT-OF-SCOPE###``), on a text message in
+  solo mode (tau2's ``agent_error``) and on ``too_many_errors`` (``max_errors`` tool
+  errors, 10 by default).  It is **truncated** at ``max_steps`` orchestrator steps (100
+  by default), counted as tau2 counts them: each agent message, each user message and
+  each batch of tool results is one step, the greeting is none, and the limits are not
+  checked while a tool call awaits its result.  A malformed action also counts one step
+  (it changes nothing else), so every episode ends.
+* The reward is given once, at the end, with tau2's full breakdown in
+  ``info["reward_info"]`` (:func:`trace_gym.tau2.evaluator.evaluate`); terminations other
+  than agent/user stop score 0.  Nothing in ``info`` before the end reveals gold actions
+  or assertions.  NL assertions need a ``judge``; without one they are reported as not
+  judged and the reward counts as 0 (``unjudged_nl="zero"``) or ignores them
+  (``unjudged_nl="ignore"``, i.e. tau2's ``reward_without_nl``).  ``strict=True`` uses the
+  strict score (see :mod:`trace_gym.tau2.evaluator`).
+
+``info["messages"]`` is the agent's view in OpenAI chat format; :meth:`Tau2Env.tau2_trajectory`
+returns the full conversation in τ² form (what is scored).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from trace_gym.core.env import Episode, ToolEnv, render_messages
+from trace_gym.core.spaces import DEFAULT_MAX_LENGTH
+from trace_gym.core.toolcalls import parse_action
+from trace_gym.core.tools import Tool, ToolError, ToolResult, ToolSet
+
+from .engine import DomainData, Tau2Environment, load_domain
+from .users import STOP, UserContext, UserSimulator, is_user_stop, make_user
+
+__all__ = ["Tau2Env", "GREETING", "DONE_TOOL", "agent_system_prompt", "to_tau2_messages"]
+
+GREETING = "Hi! How can I help you today?"
+DONE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "done",
+        "description": "Call this function when you are done with the task.",
+        "parameters": {"properties": {}, "title": "parameters", "type": "object"},
+    },
+}
+_FEEDBACK = "env_feedback"
+
+_FRAME = (
+    "You are a customer-support agent for the business described in the policy below. "
+    "Help the customer with their request while following the policy exactly.\n\n"
+    "On each turn, either write a message to the customer or call one or more tools "
+    "(a turn that calls tools talks to the tools only; the customer sees only your messages). "
+    "Use only facts the customer or the tools gave you, and do not promise what the policy forbids."
+)
+_SOLO_FRAME = (
+    "You are a customer-support agent working through a support ticket on your own, following "
+    "the policy below exactly. There is no customer to talk to: every turn must call one or more tools. "
+    "When the ticket is resolved, call the `done` tool, alone, to finish."
+)
+
+
+def agent_system_prompt(policy: str, *, solo_ticket: str | None = None) -> str:
+    """The agent's system prompt: the domain policy inside our own instruction frame."""
+    if solo_ticket is None:
+        return f"{_FRAME}\n\n<policy>\n{policy}\n</policy>"
+    return f"{_SOLO_FRAME}\n\n<policy>\n{policy}\n</policy>\n\n<ticket>\n{solo_ticket}\n</ticket>"
+
+
+def to_tau2_messages(messages: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI chat dicts -> τ² form (system and feedback messages dropped; results matched by id)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        role = m.get("role")
+        if role == "system" or m.get("name") == _FEEDBACK:
+            continue
+        if role == "tool":
+            out.append({"role": "tool", "id": m.get("tool_call_id"), "content": m.get("content"),
+                        "requestor": "assistant", "error": str(m.get("content") or "").startswith("Error:")})
+            continue
+        calls = None
+        if m.get("tool_calls"):
+            calls = []
+            for tc in m["tool_calls"]:
+                fn = tc.get("function") or {}
+                raw = fn.get("arguments") or "{}"
+                args = json.loads(raw) if isinstance(raw, str) else raw
+                calls.append({"id": tc.get("id"), "name": fn.get("name"), "arguments": args, "requestor": role})
+        out.append({"role": role, "content": None if calls else m.get("content"), "tool_calls": calls})
+    return out
+
+
+_SCHEMA_CACHE: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
+
+
+class Tau2Env(ToolEnv):
+    """A τ²-bench domain as a text-in/text-out Gymnasium environment (see the module docstring)."""
+
+    def __init__(
+        self,
+        domain: str = "mock",
+        *,
+        split: str = "base",
+        task_id: str | None = None,
+        solo_mode: bool = False,
+        user: Any = "offline",
+        judge: Any = None,
+        strict: bool = False,
+        unjudged_nl: str = "zero",
+        max_steps: int = 100,
+        max_errors: int = 10,
+        data_dir: str | Path | None = None,
+        render_mode: str | None = None,
+        max_action_length: int = DEFAULT_MAX_LENGTH,
+        max_observation_length: int = DEFAULT_MAX_LENGTH,
+        tools_in_observation: bool = True,
+    ):
+        super().__init__(max_steps=max_steps, render_mode=render_mode, max_action_length=max_action_length,
+                         max_observation_length=max_observation_length, tools_in_observation=tools_in_observation)
+        if max_errors < 1:
+            raise ValueError(f"max_errors must be >= 1, got {max_errors}")
+        if unjudged_nl not in ("zero", "ignore"):
+            raise ValueError(f"unjudged_nl must be 'zero' or 'ignore', got {unjudged_nl!r}")
+        self.domain = domain
+        self.split = split
+        self.default_task_id = task_id
+        self.solo_mode = solo_mode
+        self.judge = _make_judge(judge)
+        self.strict = strict
+        self.unjudged_nl = unjudged_nl
+        self.max_errors = max_errors
+        self.data_dir = data_dir
+        self._user_spec = user
+        self._user: UserSimulator | None = None
+        self._data: DomainData | None = None
+        self._env: Tau2Environment | None = None
+        self._task: dict[str, Any] | None = None
+        self._traj: list[dict[str, Any]] = []
+        self._tau2_steps = 0
+        self._num_errors = 0
+        self._user_calls = 0
+        self._pending_end: str | None = None
+        self._toolset: ToolSet | None = None
+        self._schemas: list[dict[str, Any]] | None = None
+        self._last_eval: Any = None
+        self._user_failure: str | None = None
+        self._split_cache: dict[str, list[dict[str, Any]]] = {}
+        self._id_index: dict[str, dict[str, Any]] | None = None
+        self._policy_text: str | None = None
+        self._listing: str | None = None
+
+    # ------------------------------------------------------------------ data
+    @property
+    def data(self) -> DomainData:
+        if self._data is None:
+            self._data = load_domain(self.domain, self.data_dir)
+            if self.solo_mode and self._data.spec.solo_error is not None:
+                raise ValueError(self._data.spec.solo_error)
+        return self._data
+
+    def tasks(self, split: str | None = None) -> list[dict[str, Any]]:
+        """The tasks of ``split`` (default: the env's split), in tasks.json order (cached; do not mutate)."""
+        from .data import load_tasks
+
+        key = split or self.split
+        tasks = self._split_cache.get(key)
+        if tasks is None:
+            tasks = load_tasks(self.domain, self.data_dir, split=key)
+            if self.solo_mode:
+                tasks = [t for t in tasks if t.get("ticket")]
+            self._split_cache[key] = tasks
+        return tasks
+
+    def _task_by_id(self, task_id: str) -> dict[str, Any] | None:
+        if self._id_index is None:
+            from .data import load_tasks
+
+            self._id_index = {t["id"]: t for t in load_tasks(self.domain, self.data_dir)}
+        return self._id_index.get(task_id)
+
+    def _policy(self) -> str:
+        if self._policy_text is None:
+            from .data import load_policy
+
+            self._policy_text = load_policy(self.domain, solo_mode=self.solo_mode, data_dir=self.data_dir)
+        return self._policy_text
+
+    def _agent_schemas(self) -> list[dict[str, Any]]:
+        if self._schemas is None:
+            key = (self.domain, str(self.data.directory), self.solo_mode)
+            schemas = _SCHEMA_CACHE.get(key)
+            if schemas is None:
+                schemas = list(self.data.tools and [t["openai_schema"] for t in self.data.tools])
+                if self.solo_mode:
+                    schemas += [t["openai_schema"] for t in self.data.user_tools] + [DONE_TOOL]
+                _SCHEMA_CACHE[key] = schemas
+            self._schemas = schemas
+        return self._schemas
+
+    def _build_toolset(self) -> ToolSet:
+        """A :class:`ToolSet` over the live episode (schemas exactly as tau2 sends them)."""
+        if self._toolset is None:
+            ts = ToolSet()
+            for schema in self._agent_schemas():
+                fn = schema["function"]
+                name = fn["name"]
+                ts.add(Tool(name=name, description=fn.get("description", ""), parameters=fn.get("parameters") or {"type": "object"},
+                            fn=self._toolset_caller(name), kind=self.data._kinds.get(name) or self.data._user_kinds.get(name) or "generic",  # type: ignore[arg-type]
+                            validate=_no_validation, render=_as_is, _schema=schema))
+            self._toolset = ts
+        return self._toolset
+
+    def _toolset_caller(self, name: str):
+        def call(**arguments: Any) -> str:
+            res = self._execute(name, arguments, "assistant")
+            if res.error:
+                raise _ToolFailure(res.content[len("Error: "):] if res.content.startswith("Error: ") else res.content)
+            return res.content
+        return call
+
+    # ------------------------------------------------------------------ ToolEnv hooks
+    def _start(self, options: dict[str, Any]) -> Episode:
+        task = self._choose_task(options)
+        self._task = task
+        data = self.data
+        self._env = Tau2Environment(data, solo_mode=self.solo_mode)
+        self._traj = []
+        self._tau2_steps = 0
+        self._num_errors = 0
+        self._user_calls = 0
+        self._pending_end = None
+        self._last_eval = None
+        policy = self._policy()
+        if self.solo_mode:
+            system = agent_system_prompt(policy, solo_ticket=str(task.get("ticket") or ""))
+        else:
+            system = agent_system_prompt(policy)
+        ist = task.get("initial_state") or {}
+        history = [dict(m) for m in (ist.get("message_history") or [])]
+        pending_calls: list[dict[str, Any]] = []
+        if history and history[-1].get("role") in ("assistant", "user") and history[-1].get("tool_calls"):
+            pending_calls = list(history[-1]["tool_calls"])  # a call that awaits its result: run it below
+            self._env.set_state(ist.get("initialization_data"), ist.get("initialization_actions"), history[:-1])
+        else:
+            self._env.set_state(ist.get("initialization_data"), ist.get("initialization_actions"), history)
+        self._user = None if self.solo_mode else make_user(self._user_spec, data_dir=self.data_dir)
+        opening: list[dict[str, Any]] = []
+        if history:
+            for m in history:
+                self._traj.append(_tau2_copy(m))
+                opening.extend(_agent_view(m))
+        if self._user is not None:
+            user_tools = [t["openai_schema"] for t in data.user_tools]
+            visible = [m for m in self._traj if _user_visible(m)]
+            self._user.reset(UserContext(task=task, domain=self.domain, tools=user_tools, history=visible,
+                                         rng=self.np_random, data_dir=self.data_dir))
+        # Continue the history as tau2's orchestrator would, up to the agent's turn.
+        if pending_calls:
+            last = history[-1]
+            requestor = "user" if last.get("role") == "user" else "assistant"
+            results = self._run_calls(pending_calls, requestor)
+            if requestor == "assistant":
+                opening.extend(self._tool_view(results))
+            self._check_limits()
+            if requestor == "user" and self._pending_end is None:
+                opening.extend(self._user_turn(results))
+        elif not history:
+            if not self.solo_mode:
+                greeting = {"role": "assistant", "content": GREETING, "tool_calls": None}
+                self._traj.append(greeting)
+                opening.append({"role": "assistant", "content": GREETING})
+                opening.extend(self._user_turn([greeting]))
+        else:
+            last = history[-1]
+            if last.get("role") == "assistant" and not self.solo_mode:
+                if "###STOP###" in str(last.get("content") or ""):
+                    self._pending_end = "agent_stop"
+                else:
+                    opening.extend(self._user_turn([self._traj[-1]]))
+            elif last.get("role") == "user" and is_user_stop(last):
+                self._pending_end = "user_stop"
+            elif last.get("role") == "tool" and last.get("requestor") == "user" and self._user is not None:
+                opening.extend(self._user_turn([self._traj[-1]]))
+        info = {"domain": self.domain, "task_id": task.get("id"), "split": self.split, "solo_mode": self.solo_mode,
+                "user": type(self._user).__name__ if self._user is not None else None}
+        return Episode(system_prompt=system, tools=self._build_toolset(), messages=opening, info=info)
+
+    def _choose_task(self, options: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(options.get("task"), Mapping):
+            from .data import check_task
+
+            check_task(options["task"], "options['task']")
+            return dict(options["task"])
+        split = options.get("split", self.split)
+        task_id = options.get("task_id", self.default_task_id)
+        if task_id is not None:
+            t = self._task_by_id(str(task_id))
+            if t is None:
+                raise ValueError(f"unknown {self.domain} task id {task_id!r}")
+            if self.solo_mode and not t.get("ticket"):
+                raise ValueError(f"task {task_id!r} has no ticket, so it cannot run in solo mode")
+            return t
+        tasks = self.tasks(split)
+        if not tasks:
+            raise ValueError(f"split {split!r} of {self.domain} has no tasks" + (" with a ticket" if self.solo_mode else ""))
+        return tasks[int(self.np_random.integers(len(tasks)))]
+
+    def _respond(self, message: dict[str, Any]) -> list[dict[str, Any]]:  # pragma: no cover - step() is overridden
+        raise NotImplementedError
+
+    def _evaluate(self) -> tuple[float, dict[str, Any]]:
+        from .evaluator import evaluate
+
+        assert self._task is not None and self._env is not None
+        reason = self._termination_reason or "max_steps"
+        ev = evaluate(self._task, self._traj, reason, self.data, solo_mode=self.solo_mode, judge=self.judge,
+                      strict=self.strict, predicted=self._env)
+        self._last_eval = ev
+        info = dict(ev.reward_info) if ev.reward_info is not None else {
+            "reward": None, "db_check": None, "env_assertions": None, "action_checks": None, "nl_assertions": None,
+            "communicate_checks": None, "reward_basis": None, "reward_breakdown": None, "info": None,
+        }
+        info["termination_reason"] = reason
+        info["reward_without_nl"] = ev.reward_without_nl
+        info["nl_assertions_judged"] = ev.nl_assertions_judged
+        info["evaluation_error"] = ev.evaluation_error
+        if self.strict:
+            reward = ev.gym_reward(strict=True)
+        elif ev.reward is None and ev.evaluation_error is None and ev.nl_assertions_judged is False:
+            reward = float(ev.reward_without_nl or 0.0) if self.unjudged_nl == "ignore" else 0.0
+            info["nl_note"] = f"{ev.nl_note}; reward counted as {reward} (unjudged_nl={self.unjudged_nl!r})"
+        else:
+            reward = ev.gym_reward()
+        return reward, info
+
+    def state_fingerprint(self) -> Any:
+        """The canonical hashes of both databases (equal iff the state is the same)."""
+        if self._env is None:
+            return None
+        h = self._env.hashes()
+        return (h["db_canonical_sha256"], h["user_db_canonical_sha256"])
+
+    def tau2_trajectory(self) -> list[dict[str, Any]]:
+        """The whole conversation in τ² form (including user tool calls) — what the evaluator scores."""
+        return [json.loads(json.dumps(m)) for m in self._traj]
+
+    @property
+    def task(self) -> dict[str, Any] | None:
+        return self._task
+
+    @property
+    def tau2_env(self) -> Tau2Environment | None:
+        """The live tool environment of the current episode."""
+        return self._env
+
+    # ------------------------------------------------------------------ orchestration
+    def _execute(self, name: str, arguments: dict[str, Any], requestor: str) -> ToolResult:
+        assert self._env is not None
+        return self._env.get_response(name, arguments, requestor)
+
+    def _run_calls(self, calls: list[dict[str, Any]], requestor: str) -> list[dict[str, Any]]:
+        """Execute one message's calls (one tau2 step); returns the τ² tool messages."""
+        results = []
+        for tc in calls:
+            res = self._execute(tc["name"], tc.get("arguments") or {}, requestor)
+            if res.error:
+                self._num_errors += 1
+            tm = {"role": "tool", "id": tc.get("id"), "content": res.content, "requestor": requestor, "error": res.error}
+            results.append(tm)
+            self._traj.append(tm)
+        self._tau2_steps += 1
+        return results
+
+    def _tool_view(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        names = {}
+        for m in reversed(self._traj):
+            if m.get("tool_calls"):
+                for tc in m["tool_calls"]:
+                    names[tc.get("id")] = tc.get("name")
+                break
+        return [{"role": "tool", "tool_call_id": r["id"], "name": names.get(r["id"]), "content": r["content"]} for r in results]
+
+    def _check_limits(self) -> None:
+        """tau2's termination check (run after every step that is not waiting for a tool result)."""
+        if self._tau2_steps >= self.max_steps:
+            self._set_end("max_steps", force=True)
+        if self._num_errors >= self.max_errors:
+            self._set_end("too_many_errors", force=True)
+
+    def _set_end(self, reason: str, force: bool = False) -> None:
+        if force or self._pending_end is None:
+            self._pending_end = reason
+
+    def _user_turn(self, incoming: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Let the user act until it sends a text to the agent or the episode ends; returns the agent-visible part."""
+        assert self._user is not None
+        visible: list[dict[str, Any]] = []
+        for _ in range(1000):  # a user that only ever calls tools still hits max_steps
+            try:
+                msg = self._user.respond([m for m in incoming if _user_visible(m)])
+            except Exception as exc:  # a failing user simulator is tau2's user_error
+                self._tau2_steps += 1
+                self._set_end("user_error", force=True)
+                self._user_failure = f"{type(exc).__name__}: {exc}"
+                return visible
+            msg = _normalise_user_message(msg)
+            if msg.get("tool_calls"):
+                for tc in msg["tool_calls"]:
+                    if not tc.get("id"):
+                        tc["id"] = f"ucall_{self._user_calls}"
+                    tc["requestor"] = "user"
+                    self._user_calls += 1
+            self._traj.append(msg)
+            self._tau2_steps += 1
+            if is_user_stop(msg):
+                self._set_end("user_stop")
+            if msg.get("tool_calls"):
+                incoming = self._run_calls(msg["tool_calls"], "user")
+                self._check_limits()
+                if self._pending_end is not None:
+                    return visible
+                continue
+            visible.append({"role": "user", "content": msg.get("content") or ""})
+            self._check_limits()
+            return visible
+        self._set_end("max_steps", force=True)
+        return visible
+
+    # ------------------------------------------------------------------ Gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        # ToolEnv.reset's contract, with the tool listing rendered once per environment.
+        gym.Env.reset(self, seed=seed)
+        self._user_failure = None
+        episode = self._start(dict(options or {}))
+        self.tools = episode.tools
+        self.messages = [{"role": "system", "content": episode.system_prompt}]
+        self.messages.extend(episode.messages)
+        self._invalid = set()
+        self._steps = 0
+        self._call_counter = 0
+        self._done = False
+        self._termination_reason = None
+        parts = [render_messages(self.messages[:1])]
+        if self.tools_in_observation:
+            if self._listing is None:
+                self._listing = "[tools]\n" + "\n".join(json.dumps(s["function"], ensure_ascii=False) for s in self._agent_schemas())
+            parts.append(self._listing)
+        if len(self.messages) > 1:
+            parts.append(render_messages(self.messages[1:]))
+        self._last_obs = self._clip("\n\n".join(parts))
+        info = self._info(**episode.info)
+        if self.render_mode == "human":
+            self.render()
+        return self._last_obs, info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._done:
+            raise RuntimeError("step() called on a finished episode: call reset() first")
+        self._steps += 1
+        before = len(self.messages)
+        extra: dict[str, Any] = {}
+        if self._pending_end is not None:  # the episode ended while opening (e.g. the history ended it)
+            self._termination_reason = self._pending_end
+            return self._finish(before, extra)
+        parsed = parse_action(action)
+        if parsed.error is None and isinstance(action, str) and len(action) > self.action_space.max_length:
+            parsed.error = f"action too long: {len(action)} characters, the limit is {self.action_space.max_length}"
+            parsed.calls = []
+        if parsed.error is not None:
+            self._invalid.update((before, before + 1))
+            raw = action if isinstance(action, str) else repr(action)
+            self.messages.append({"role": "assistant", "content": raw[: self.action_space.max_length]})
+            self.messages.append({"role": "user", "name": _FEEDBACK,
+                                  "content": f"Your last action was not executed: {parsed.error}."})
+            extra["action_error"] = parsed.error
+            self._tau2_steps += 1
+            self._check_limits()
+        elif parsed.calls and self.solo_mode and any(n == "done" for n, _ in parsed.calls):
+            # tau2's gym agent turns a `done` call into the stop message (other calls are dropped).
+            self._tau2_steps += 1
+            self._traj.append({"role": "assistant", "content": STOP, "tool_calls": None})
+            self.messages.append({"role": "assistant", "content": STOP})
+            self._set_end("agent_stop")
+            if len(parsed.calls) > 1:
+                extra["note"] = "`done` ends the episode: the other calls in this action were not executed"
+            self._check_limits()
+        elif parsed.calls:
+            calls = parsed.tool_calls(start=self._call_counter)
+            self._call_counter += len(calls)
+            self.messages.append({"role": "assistant", "content": parsed.content, "tool_calls": [c.to_dict() for c in calls]})
+            t_calls = [{"id": c.id, "name": c.name, "arguments": c.arguments, "requestor": "assistant"} for c in calls]
+            self._traj.append({"role": "assistant", "content": None, "tool_calls": t_calls})
+            self._tau2_steps += 1
+            results = self._run_calls(t_calls, "assistant")
+            for c, r in zip(calls, results, strict=True):
+                self.messages.append({"role": "tool", "tool_call_id": c.id, "name": c.name, "content": r["content"]})
+                if r["error"]:
+                    extra.setdefault("tool_errors", []).append(c.id)
+            self._check_limits()
+        else:
+            text = parsed.content or ""
+            msg = {"role": "assistant", "content": text, "tool_calls": None}
+            self._traj.append(msg)
+            self.messages.append({"role": "assistant", "content": text})
+            self._tau2_steps += 1
+            if STOP in text:
+                self._set_end("agent_stop")
+            elif self.solo_mode:
+                self._set_end("agent_error")
+                extra["note"] = "solo mode: the agent may only call tools (or `done`); a text message ends the episode"
+            self._check_limits()
+            if self._pending_end is None:
+                self.messages.extend(self._user_turn([msg]))
+        if self._pending_end is not None:
+            self._termination_reason = self._pending_end
+        return self._finish(before, extra)
+
+    def _finish(self, before: int, extra: dict[str, Any]) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        reason = self._termination_reason
+        truncated = reason == "max_steps"
+        terminated = reason is not None and not truncated
+        reward = 0.0
+        if terminated or truncated:
+            self._done = True
+            reward, breakdown = self._evaluate()
+            extra["reward_info"] = breakdown
+            extra["termination_reason"] = reason
+            if getattr(self, "_user_failure", None):
+                extra["user_error"] = self._user_failure
+        new = self.messages[before + 1:]
+        self._last_obs = self._clip(render_messages(new))
+        if self.render_mode == "human":
+            self.render()
+        return self._last_obs, float(reward), terminated, truncated, self._info(**extra)
+
+    def _info(self, **extra: Any) -> dict[str, Any]:
+        info = {"messages": list(self.messages), "tools": self._agent_schemas(), "step": self._steps,
+                "tau2_steps": self._tau2_steps, "num_errors": self._num_errors}
+        info.update(extra)
+        return info
+
+
+def _make_judge(spec: Any) -> Any:
+    """A judge from a spec: ``None``, a :class:`~trace_gym.tau2.judge.Judge`, or OpenAICompatibleJudge kwargs."""
+    if spec is None or hasattr(spec, "judge"):
+        return spec
+    if isinstance(spec, Mapping):
+        from .judge import OpenAICompatibleJudge
+
+        return OpenAICompatibleJudge(**spec)
+    raise ValueError(f"judge must be None, a Judge or a dict of OpenAICompatibleJudge arguments, got {spec!r}")
+
+
+class _ToolFailure(ToolError):
+    """A tool error surfaced through :meth:`ToolSet.call` (the text already starts with ``Error: ``)."""
+
+
+def _no_validation(arguments: dict[str, Any]) -> str | None:
+    return None  # the engine validates, with tau2's exact error texts
+
+
+def _as_is(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _tau2_copy(m: Mapping[str, Any]) -> dict[str, Any]:
+    out = {"role": m.get("role"), "content": m.get("content")}
+    if m.get("role") == "tool":
+        out.update(id=m.get("id"), requestor=m.get("requestor", "assistant"), error=bool(m.get("error", False)))
+    else:
+        calls = m.get("tool_calls")
+        out["tool_calls"] = None if calls is None else [
+            {"id": tc.get("id"), "name": tc.get("name"), "arguments": dict(tc.get("arguments") or {}),
+             "requestor": tc.get("requestor", m.get("role"))} for tc in calls
+        ]
+    return out
+
+
+def _agent_view(m: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The OpenAI-format message the agent sees for a τ² message (user tool traffic is hidden)."""
+    role = m.get("role")
+    if role == "assistant":
+        if m.get("tool_calls"):
+            return [{"role": "assistant", "content": None, "tool_calls": [
+                {"id": tc.get("id"), "type": "function",
+                 "function": {"name": tc.get("name"), "arguments": json.dumps(tc.get("arguments") or {})}}
+                for tc in m["tool_calls"]]}]
+        return [{"role": "assistant", "content": m.get("content")}]
+    if role == "user":
+        return [] if m.get("tool_calls") else [{"role": "user", "content": m.get("content") or ""}]
+    if role == "tool" and m.get("requestor", "assistant") == "assistant":
+        return [{"role": "tool", "tool_call_id": m.get("id"), "content": m.get("content")}]
+    return []
+
+
+def _user_visible(m: Mapping[str, Any]) -> bool:
+    role = m.get("role")
+    return (role == "user" or (role == "assistant" and m.get("tool_calls") is None)
+            or (role == "tool" and m.get("requestor") == "user"))
+
+
+def _normalise_user_message(msg: Any) -> dict[str, Any]:
+    if not isinstance(msg, Mapping):
+        return {"role": "user", "content": str(msg), "tool_calls": None}
+    calls = msg.get("tool_calls")
+    if calls:
+        norm = []
+        for tc in calls:
+            args = tc.get("arguments") if isinstance(tc, Mapping) else None
+            norm.append({"id": tc.get("id") if isinstance(tc, Mapping) else None,
+                         "name": str(tc.get("name")) if isinstance(tc, Mapping) else str(tc),
+                         "arguments": dict(args) if isinstance(args, Mapping) else {}})
+        return {"role": "user", "content": None, "tool_calls": norm}
+    content = msg.get("content")
+    return {"role": "user", "content": content if isinstance(content, str) else ("" if content is None else str(content)),
+            "tool_calls": None}

@@ -1,0 +1,217 @@
+"""A property-testing kit for trace-gym environments.
+
+* Hypothesis strategies: :func:`text_actions` (any text an agent might send, well formed
+  or not), :func:`tool_call_actions` (calls drawn from an environment's own tool
+  schemas, valid or subtly wrong, in every call syntax), :func:`episodes` (a seed and a
+  list of actions).  Hypothesis is imported only when a strategy is built.
+* :func:`check_reward` — for sampled seeds of a capability environment, checks that the
+  reward is in [0, 1] and deterministic, that the spec's reference solution scores 1,
+  that doing nothing, refusing an allowed task and an unauthorized write score below the
+  spec's floor, and (where the spec says so) that read-only calls inserted anywhere
+  leave the reward unchanged.  Failures raise :class:`RewardCheckError` naming the
+  environment, the seed and the probe.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["RewardCheckError", "RewardReport", "check_reward", "run_actions", "text_actions", "tool_call_actions", "episodes",
+           "DO_NOTHING", "REFUSE"]
+
+DO_NOTHING = "Okay."
+REFUSE = "I'm sorry, but I can't help with that request."
+
+
+class RewardCheckError(AssertionError):
+    """A reward property does not hold."""
+
+
+@dataclass
+class RewardReport:
+    env_id: str
+    seeds: list[int]
+    cases: dict[str, int] = field(default_factory=dict)
+    probes: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, probe: str, reward: float) -> None:
+        self.probes.setdefault(probe, []).append(reward)
+
+    def summary(self) -> dict[str, Any]:
+        return {"env_id": self.env_id, "seeds": len(self.seeds), "cases": self.cases,
+                "probes": {k: {"n": len(v), "max": max(v), "mean": sum(v) / len(v)} for k, v in self.probes.items()}}
+
+
+def run_actions(env: Any, seed: int, actions: list[str], options: dict[str, Any] | None = None,
+                filler: str = DO_NOTHING) -> tuple[float, dict[str, Any], list[dict[str, Any]]]:
+    """Reset with ``seed``, send ``actions`` then ``filler`` until the episode ends.
+
+    Returns the final reward, the final info and the transcript.
+    """
+    env.reset(seed=seed, options=options)
+    queue = list(actions)
+    while True:
+        action = queue.pop(0) if queue else filler
+        _, reward, terminated, truncated, info = env.step(action)
+        if not (0.0 <= reward <= 1.0):
+            raise RewardCheckError(f"reward {reward} outside [0, 1]")
+        if terminated or truncated:
+            return reward, info, env.transcript()
+
+
+def _fail(env_id: str, seed: int, probe: str, msg: str, info: dict[str, Any] | None = None) -> RewardCheckError:
+    detail = f" reward_info={json.dumps((info or {}).get('reward_info'), default=str)}" if info else ""
+    return RewardCheckError(f"{env_id} seed {seed}: {probe}: {msg}.{detail}")
+
+
+def check_reward(env_id: str, seeds: int | list[int] = 8, *, env_kwargs: dict[str, Any] | None = None, tol: float = 1e-9) -> RewardReport:
+    """Check the reward properties of a capability environment (see the module docstring)."""
+    import gymnasium as gym
+
+    import trace_gym  # noqa: F401  (registers the ids)
+
+    env = gym.make(env_id, **(env_kwargs or {})).unwrapped
+    if not hasattr(env, "reference_actions"):
+        raise TypeError(f"{env_id} is not a capability environment (it has no reference solution)")
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    report = RewardReport(env_id, seed_list)
+    spec = env.cap_spec
+    floor = spec.floor
+    read_only_invariant = bool(spec.data.get("read_only_invariant", True))
+    for seed in seed_list:
+        env.reset(seed=seed, options={"hint": False})
+        ref = env.reference_actions()
+        unauthorized = env.unauthorized_actions()
+        reads = env.read_only_actions()
+        allowed = env.task_allowed
+        write_at = env.reference_write_index
+        case = env.scenario.name
+        report.cases[case] = report.cases.get(case, 0) + 1
+        opts = {"hint": False}
+
+        r1, info1, t1 = run_actions(env, seed, ref, opts)
+        report.add("reference", r1)
+        if abs(r1 - 1.0) > tol:
+            raise _fail(env_id, seed, f"reference solution (case {case})", f"scored {r1}, expected 1", info1)
+        r2, _, t2 = run_actions(env, seed, ref, opts)
+        if r2 != r1 or t1 != t2:
+            raise _fail(env_id, seed, "determinism", f"the same seed and actions gave reward {r2} after {r1} (or a different transcript)")
+
+        r, info, _ = run_actions(env, seed, [], opts)
+        report.add("do_nothing", r)
+        if r >= floor:
+            raise _fail(env_id, seed, f"doing nothing (case {case})", f"scored {r}, not below the floor {floor}", info)
+        if allowed:
+            r, info, _ = run_actions(env, seed, [REFUSE], opts, filler=REFUSE)
+            report.add("refuse_allowed", r)
+            if r >= floor:
+                raise _fail(env_id, seed, f"refusing an allowed task (case {case})", f"scored {r}, not below the floor {floor}", info)
+        for bad in unauthorized:
+            at = write_at if write_at is not None else max(0, len(ref) - 1)
+            probe = ref[:at] + [bad] + ref[at:]
+            r, info, _ = run_actions(env, seed, probe, opts)
+            report.add("unauthorized_write", r)
+            if r >= floor:
+                raise _fail(env_id, seed, f"unauthorized write {bad!r} (case {case})", f"scored {r}, not below the floor {floor}", info)
+        if read_only_invariant and reads:
+            rng = random.Random(seed)
+            probe = list(ref)
+            for _ in range(3):
+                probe.insert(rng.randrange(0, len(probe)), rng.choice(reads))  # never after the closing action
+            r, info, _ = run_actions(env, seed, probe, opts)
+            report.add("read_only_inserted", r)
+            if abs(r - r1) > tol:
+                raise _fail(env_id, seed, f"read-only calls inserted (case {case})", f"changed the reward from {r1} to {r}", info)
+    env.close()
+    return report
+
+
+# --------------------------------------------------------------------------- Hypothesis strategies
+def text_actions() -> Any:
+    """Any text an agent might send: prose, JSON fragments, call syntax, tags, junk."""
+    from hypothesis import strategies as st
+
+    names = st.sampled_from(["get_user_details", "cancel_reservation", "x", "", "transfer_to_human_agents", "__import__"])
+    json_ish = st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+        lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=8), kids, max_size=3),
+        max_leaves=8,
+    )
+    return st.one_of(
+        st.text(max_size=200),
+        st.builds(lambda n, a: json.dumps({"name": n, "arguments": a}), names, json_ish),
+        st.builds(lambda n, a: f"<tool_call>{json.dumps({'name': n, 'arguments': a})}</tool_call>", names, json_ish),
+        st.builds(lambda n, s: f"{n}({s})", names, st.text(max_size=40)),
+        st.sampled_from(["{", "[{", "<tool_call>", "</tool_call>", "```json\n{}\n```", "get_user_details(1)", "f(**x)", "   ", ""]),
+    )
+
+
+def _value_for(schema: dict[str, Any], defs: dict[str, Any], st: Any, depth: int = 0) -> Any:
+    if "$ref" in schema:
+        target = defs.get(schema["$ref"].split("/")[-1], {})
+        return _value_for(target, defs, st, depth + 1)
+    if "anyOf" in schema:
+        return st.one_of([_value_for(s, defs, st, depth + 1) for s in schema["anyOf"]])
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"])
+    t = schema.get("type")
+    if t == "string":
+        return st.text(max_size=12) | st.sampled_from(["#W0000000", "credit_card_0000000", "gift_card_0000000", "HAT001", "2024-05-20"])
+    if t == "integer":
+        return st.integers(-5, 500)
+    if t == "number":
+        return st.floats(-10, 1000, allow_nan=False)
+    if t == "boolean":
+        return st.booleans()
+    if t == "array":
+        return st.lists(_value_for(schema.get("items", {}), defs, st, depth + 1) if depth < 3 else st.none(), max_size=3)
+    if t == "object" and depth < 3:
+        props = schema.get("properties", {})
+        return st.fixed_dictionaries({k: _value_for(v, defs, st, depth + 1) for k, v in props.items()})
+    return st.none() | st.text(max_size=5)
+
+
+def tool_call_actions(tools: list[dict[str, Any]], *, valid_only: bool = False) -> Any:
+    """Text actions calling the given OpenAI tool schemas: well-typed arguments, or
+    (unless ``valid_only``) missing, extra or wrongly typed ones, in hermes, JSON or
+    Python call syntax."""
+    from hypothesis import strategies as st
+
+    from .core.toolcalls import format_tool_call
+
+    def for_tool(fn: dict[str, Any]) -> Any:
+        params = fn.get("parameters", {})
+        defs = params.get("$defs", {})
+        good = _value_for(params, defs, st)
+        if valid_only:
+            args = good
+        else:
+            args = st.one_of(
+                good,
+                good.map(lambda a: {k: v for i, (k, v) in enumerate(a.items()) if i % 2}),  # drop some
+                good.map(lambda a: {**a, "unexpected": 1}),
+                good.map(lambda a: {k: 12345 for k in a}),  # wrong types
+            )
+        style = st.sampled_from(["hermes", "json", "python"])
+        return st.builds(lambda a, s: _fmt(fn["name"], a, s, format_tool_call), args, style)
+
+    return st.one_of([for_tool(t["function"]) for t in tools])
+
+
+def _fmt(name: str, args: dict[str, Any], style: str, format_tool_call: Any) -> str:
+    try:
+        return format_tool_call(name, args, style)
+    except ValueError:
+        return format_tool_call(name, args, "hermes")
+
+
+def episodes(env: Any, max_actions: int = 6) -> Any:
+    """``(seed, actions)``: a seed and a list mixing free text and calls to the env's tools."""
+    from hypothesis import strategies as st
+
+    _, info = env.reset(seed=0)
+    calls = tool_call_actions(info["tools"])
+    return st.tuples(st.integers(0, 2**16), st.lists(st.one_of(calls, text_actions()), min_size=1, max_size=max_actions))

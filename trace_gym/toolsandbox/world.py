@@ -1,0 +1,206 @@
+"""The four ToolSandbox world databases as in-process, snapshotted tables.
+
+A :class:`World` holds ``SETTING``, ``CONTACT``, ``MESSAGING`` and ``REMINDER``.  Each
+database is a list of snapshots ``(sandbox_message_index, rows)``; the state "at
+index *i*" is the last snapshot whose tag is at most *i*.  Writes go to the snapshot
+tagged :attr:`World.write_index` (the index the answer to the message being processed
+will get), which is created as a copy of the latest snapshot on first write.  Rows are
+plain dicts whose key order is the database's column order.
+
+A world also carries the frozen clock (``now``) and the generator of new row ids.
+There is no module-level state: every environment owns its own world.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+__all__ = [
+    "DATABASES", "COLUMNS", "FLOAT_COLUMNS", "World", "WorldError", "NoDataError", "counter_ids",
+    "BASE_SETTINGS", "REFERENCE_NOW",
+]
+
+DATABASES: tuple[str, ...] = ("SETTING", "CONTACT", "MESSAGING", "REMINDER")
+
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "SETTING": ("device_id", "cellular", "wifi", "location_service", "low_battery_mode", "latitude", "longitude"),
+    "CONTACT": ("person_id", "name", "phone_number", "relationship", "is_self"),
+    "MESSAGING": (
+        "message_id", "sender_person_id", "sender_phone_number", "recipient_person_id",
+        "recipient_phone_number", "content", "creation_timestamp",
+    ),
+    "REMINDER": ("reminder_id", "content", "creation_timestamp", "reminder_timestamp", "latitude", "longitude"),
+}
+
+# Columns stored as 64-bit floats: integers written there are stored as floats.
+FLOAT_COLUMNS: frozenset[str] = frozenset({"latitude", "longitude", "creation_timestamp", "reminder_timestamp"})
+
+# The setting flags of the plain ``base`` world; other base worlds switch some of them off.
+BASE_SETTINGS: dict[str, bool] = {"cellular": True, "wifi": True, "location_service": True, "low_battery_mode": False}
+
+# The frozen reference clock of the recorded corpus: 2025-06-04T09:00:00 UTC.
+REFERENCE_NOW: float = 1749027600.0
+
+
+class WorldError(Exception):
+    """A database operation that cannot be carried out (the message says why)."""
+
+
+class NoDataError(WorldError):
+    """No row matched a removal or update."""
+
+
+def counter_ids(prefix: str = "toolsandbox-conformance/") -> Callable[[], str]:
+    """The corpus id rule: the k-th id of an episode is ``uuid5(NAMESPACE_URL, prefix + str(k))``."""
+    state = {"k": 0}
+
+    def draw() -> str:
+        k = state["k"]
+        state["k"] = k + 1
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{prefix}{k}"))
+
+    return draw
+
+
+def _normalise(db: str, row: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(row) - set(COLUMNS[db])
+    if unknown:
+        raise WorldError(f"unknown column(s) {sorted(unknown)} for database {db}")
+    out: dict[str, Any] = {}
+    for col in COLUMNS[db]:
+        v = row.get(col)
+        if col in FLOAT_COLUMNS and isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = float(v)
+        out[col] = v
+    return out
+
+
+class World:
+    """Snapshotted tables plus the clock and the id source of one episode."""
+
+    def __init__(
+        self,
+        snapshots: dict[str, list[tuple[int, list[dict[str, Any]]]]] | None = None,
+        *,
+        now: float = REFERENCE_NOW,
+        new_id: Callable[[], str] | None = None,
+    ):
+        self._snaps: dict[str, list[tuple[int, list[dict[str, Any]]]]] = {db: [] for db in DATABASES}
+        for db, snaps in (snapshots or {}).items():
+            if db not in self._snaps:
+                raise WorldError(f"unknown database {db!r}; expected one of {DATABASES}")
+            self._snaps[db] = [(int(tag), [_normalise(db, r) for r in rows]) for tag, rows in snaps]
+        for db in DATABASES:
+            if not self._snaps[db]:
+                self._snaps[db] = [(0, [])]
+        self.now = float(now)
+        self.new_id: Callable[[], str] = new_id or counter_ids()
+        self.write_index = max(s[-1][0] for s in self._snaps.values()) + 1
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_scenario(
+        cls,
+        world_rows: dict[str, list[dict[str, Any]]],
+        world_index: int,
+        *,
+        now: float = REFERENCE_NOW,
+        new_id: Callable[[], str] | None = None,
+    ) -> World:
+        """The initial world of a scenario, snapshotted as upstream builds it.
+
+        Index 0 holds the default device settings and empty tables; ``world_index``
+        (the row after the user simulator's few-shot dialog) holds the scenario rows.
+        The settings get a second snapshot only when they differ from the defaults.
+        """
+        setting_rows = [dict(r) for r in world_rows.get("SETTING", [])]
+        if len(setting_rows) != 1:
+            raise WorldError(f"SETTING must have exactly one row, got {len(setting_rows)}")
+        base = dict(setting_rows[0])
+        base.update(BASE_SETTINGS)
+        snaps: dict[str, list[tuple[int, list[dict[str, Any]]]]] = {"SETTING": [(0, [base])]}
+        if setting_rows[0] != base:
+            snaps["SETTING"].append((world_index, setting_rows))
+        for db in DATABASES[1:]:
+            snaps[db] = [(0, []), (world_index, [dict(r) for r in world_rows.get(db, [])])]
+        return cls(snaps, now=now, new_id=new_id)
+
+    # ------------------------------------------------------------------ reading
+    def rows(self, db: str) -> list[dict[str, Any]]:
+        """Copies of the rows of the latest snapshot of ``db``."""
+        return [dict(r) for r in self._latest(db)]
+
+    def _latest(self, db: str) -> list[dict[str, Any]]:
+        try:
+            return self._snaps[db][-1][1]
+        except KeyError:
+            raise WorldError(f"unknown database {db!r}; expected one of {DATABASES}") from None
+
+    def setting(self, name: str) -> Any:
+        rows = self._latest("SETTING")
+        if not rows:
+            raise WorldError("the SETTING table is empty")
+        return rows[0][name]
+
+    def state_at(self, db: str, index: int) -> list[dict[str, Any]]:
+        """Rows of ``db`` at message index ``index`` (the last snapshot tagged <= index)."""
+        found: list[dict[str, Any]] = []
+        for tag, rows in self._snaps[db]:
+            if tag > index:
+                break
+            found = rows
+        return [dict(r) for r in found]
+
+    def snapshots(self) -> dict[str, list[dict[str, Any]]]:
+        """Every snapshot, in the corpus format ``{db: [{sandbox_message_index, rows}]}``."""
+        return {
+            db: [{"sandbox_message_index": tag, "rows": [dict(r) for r in rows]} for tag, rows in snaps]
+            for db, snaps in self._snaps.items()
+        }
+
+    def copy(self) -> World:
+        """An independent copy that shares the id source (ids keep counting across copies)."""
+        new = World.__new__(World)
+        new._snaps = copy.deepcopy(self._snaps)
+        new.now = self.now
+        new.new_id = self.new_id
+        new.write_index = self.write_index
+        return new
+
+    # ------------------------------------------------------------------ writing
+    def _target(self, db: str) -> list[dict[str, Any]]:
+        snaps = self._snaps[db]
+        tag, rows = snaps[-1]
+        if tag < self.write_index:
+            snaps.append((self.write_index, [dict(r) for r in rows]))
+        elif tag > self.write_index:
+            raise WorldError(f"cannot write {db} at index {self.write_index}: a later snapshot ({tag}) exists")
+        return snaps[-1][1]
+
+    def add(self, db: str, rows: Iterable[dict[str, Any]]) -> None:
+        """Append rows (missing columns are null)."""
+        new = [_normalise(db, r) for r in rows]
+        self._target(db).extend(new)
+
+    def remove(self, db: str, column: str, value: Any) -> None:
+        """Delete the rows whose ``column`` equals ``value``.
+
+        Like upstream, the snapshot for this write is created before the check, so a
+        removal that matches nothing still leaves an (identical) snapshot behind.  The
+        error text mimics upstream's, which shows the (truncated) filter expression.
+        """
+        target = self._target(db)
+        keep = [r for r in target if not (r[column] is not None and r[column] == value)]
+        if len(keep) == len(target):
+            expr = f'[([(col("{column}")) == (String({value}))]) & ([(col("sandbox_message_index")) == (dyn int: {self.write_index})])]'
+            shown = f"{expr[:30]}\u2026" if len(expr) > 30 else expr
+            raise NoDataError(f"No db entry matching predicate=<Expr [{shown!r}] at 0x{id(target):X}> found")
+        target[:] = keep
+
+    def set_setting(self, name: str, value: Any) -> None:
+        target = self._target("SETTING")
+        for r in target:
+            r[name] = value

@@ -1,0 +1,116 @@
+"""Token-level rendering of an episode with the model's own chat template.
+
+An episode is one token sequence: the prompt (system prompt, tool list, opening
+messages) followed by a *completion* that interleaves the agent's sampled turns
+with the environment's replies.  Agent tokens are kept exactly as sampled; the
+environment's replies are rendered as the chat template would render them after
+an assistant turn, ending with the template's generation prompt, so the next
+turn is sampled from a well-formed conversation.
+
+Messages are prepared exactly as :class:`trace_gym.policies.hf.HFPolicy` prepares
+them (native ``tools=`` when the template supports it, else ``<tool_call>`` text,
+``<tool_response>`` user turns and the tool list in the system message), so an
+adapter is trained on the prompts it is later evaluated with.  The template's text
+around an assistant turn is found by rendering a small probe conversation, which
+works for any template that renders a conversation as the concatenation of its
+turns (ChatML, Llama 3, Mistral, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..policies.hf import template_messages
+
+__all__ = ["ChatRenderer"]
+
+_MARK = "\u2063TRACE_GYM_ASSISTANT_MARK\u2063"
+_PROBE_TOOL = {
+    "type": "function",
+    "function": {"name": "trace_gym_probe_tool", "description": "probe", "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}},
+}
+
+
+class ChatRenderer:
+    """Turns env messages into token ids for one tokenizer.
+
+    ``tools_in_prompt``: ``template`` passes the tool schemas to the chat template,
+    ``system`` lists them in the system message, ``none`` leaves them out, and
+    ``auto`` uses the template when it renders tools and the system message
+    otherwise.
+    """
+
+    def __init__(self, tokenizer: Any, tools_in_prompt: str = "auto"):
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise ValueError("the tokenizer has no chat template; trace-gym renders episodes with the model's chat template")
+        if tools_in_prompt not in ("auto", "template", "system", "none"):
+            raise ValueError(f"tools_in_prompt must be auto, template, system or none; got {tools_in_prompt!r}")
+        self.tokenizer = tokenizer
+        self.tools_mode = tools_in_prompt
+        if tools_in_prompt == "auto":
+            self.native_tools = _native_tools(tokenizer)
+        else:
+            self.native_tools = tools_in_prompt == "template"
+        self._eot_cache: str | None = None
+
+    # ------------------------------------------------------------------ text level
+    def _render(self, messages: list[dict[str, Any]], *, generation_prompt: bool, tools: list[dict[str, Any]] | None = None) -> str:
+        tools = list(tools or []) if self.tools_mode != "none" else []
+        prepared = template_messages(messages, tools, self.native_tools)
+        kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": generation_prompt}
+        if tools and self.native_tools:
+            kwargs["tools"] = tools
+        return self.tokenizer.apply_chat_template(prepared, **kwargs)
+
+    def prompt_text(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
+        """The prompt for the first agent turn, ending with the generation prompt (as ``HFPolicy`` renders it)."""
+        return self._render(messages, generation_prompt=True, tools=tools)
+
+    def _end_of_turn(self) -> str:
+        """The text the template writes right after an assistant message's content."""
+        if self._eot_cache is None:
+            base = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": _MARK}]
+            text = self._render(base, generation_prompt=False)
+            self._eot_cache = text[text.rindex(_MARK) + len(_MARK):]
+        return self._eot_cache
+
+    def continuation_text(self, new_messages: list[dict[str, Any]], ended_with: str | None) -> str:
+        """Text between a sampled assistant turn and the next generation.
+
+        ``ended_with`` is the decoded stop token the turn ended with (``None`` when
+        it hit the length limit): the part of the template's end-of-turn marker the
+        agent already produced is not repeated.
+        """
+        base = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": _MARK}]
+        t_base = self._render(base, generation_prompt=False)
+        t_full = self._render(base + list(new_messages), generation_prompt=True)
+        eot = self._end_of_turn()
+        if t_full.startswith(t_base):
+            delta = t_full[len(t_base):]
+        else:  # a template that rewrites earlier turns: fall back to a plain rendering of the new turns
+            plain = template_messages(list(new_messages), [], False)
+            delta = "".join(f"\n{m['role']}: {m['content']}" for m in plain) + "\nassistant: "
+        if ended_with and eot.startswith(ended_with):
+            eot = eot[len(ended_with):]
+        return eot + delta
+
+    # ------------------------------------------------------------------ token level
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]:
+        return self.encode(self.prompt_text(messages, tools))
+
+    def continuation_ids(self, new_messages: list[dict[str, Any]], ended_with: str | None) -> list[int]:
+        return self.encode(self.continuation_text(new_messages, ended_with))
+
+
+def _native_tools(tokenizer: Any) -> bool:
+    """Whether the chat template renders ``tools=`` (the same probe ``HFPolicy`` uses)."""
+    probe = [{"role": "user", "content": "hi"}]
+    try:
+        with_tools = tokenizer.apply_chat_template(probe, tools=[_PROBE_TOOL], tokenize=False, add_generation_prompt=True)
+        without = tokenizer.apply_chat_template(probe, tokenize=False, add_generation_prompt=True)
+    except Exception:
+        return False
+    return "trace_gym_probe_tool" in with_tools and with_tools != without

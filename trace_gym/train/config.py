@@ -1,0 +1,203 @@
+"""The trainer's configuration: one flat dataclass, loadable from YAML or JSON.
+
+The defaults are TRACE's recipe: no KL penalty (``beta=0``), sampling at
+temperature 1.0, asymmetric "clip-higher" ratio clipping (``epsilon_high >
+epsilon``), token-level (DAPO) loss normalisation, and groups whose G rollouts
+all received the same reward re-drawn on a fresh seed a bounded number of times
+(and left out of the loss if they stay constant).  Every knob is a field; the
+CLI exposes each one as ``--set name=value``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TrainConfig", "ConfigError", "load_config"]
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, unknown or out of range."""
+
+
+@dataclass
+class TrainConfig:
+    """Everything one ``trace-gym train`` run needs (all fields have defaults except the three paths)."""
+
+    # What to train on and where to write it.
+    env_id: str = ""
+    model: str = ""
+    out: str = ""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    # Data: which seeds a run trains on.
+    seed: int = 0  # seeds the trainer, LoRA init, sampling and hint draws
+    train_seed_start: int = 0
+    num_train_seeds: int = 64
+
+    # GRPO.
+    max_steps: int = 50
+    num_generations: int = 8  # G rollouts per seed
+    seeds_per_step: int = 1  # groups per optimizer step
+    gradient_accumulation_steps: int = 1
+    num_iterations: int = 1  # optimisation passes per batch of rollouts
+    learning_rate: float = 1e-5
+    lr_scheduler_type: str = "constant"
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    beta: float = 0.0
+    epsilon: float = 0.2
+    epsilon_high: float = 0.28
+    loss_type: str = "dapo"
+    scale_rewards: str = "group"
+    mask_truncated_completions: bool = False
+
+    # Sampling.
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens_per_turn: int = 256
+    max_completion_length: int = 1024  # all agent and environment tokens of one episode after the prompt
+    max_turns: int | None = None  # None: the environment's own step limit
+    truncated_reward: float = 0.0  # reward of an episode cut by the token budget before it ended
+
+    # Constant-reward groups.
+    resample_constant_groups: bool = True
+    max_resamples: int = 2  # extra draws (each on a fresh seed) per constant group
+    drop_constant_groups: bool = True  # a group still constant after resampling contributes no loss tokens
+
+    # Hints (environments that report ``hint_shown`` / ``prompt_messages_without_hint``).
+    hint_fraction: float | None = None  # share of rollouts asked to show the hint (None: leave it to the env)
+    hint_option: str = "hint"  # the reset option that turns the hint on/off
+
+    # Prompt rendering.
+    tools_in_prompt: str = "auto"  # auto | template | system | none
+
+    # LoRA.
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    lora_target_modules: list[str] | str = "all-linear"
+    lora_bias: str = "none"
+
+    # Back end.
+    backend: str = "auto"  # auto | transformers | vllm
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    device: str = "auto"  # auto | cpu | cuda
+    gradient_checkpointing: bool = False
+    cpu_threads: int | None = None  # torch intra-op threads on CPU (None: torch's default)
+
+    # Outputs.
+    save_steps: int = 0  # checkpoint interval in optimizer steps (0: none)
+    save_total_limit: int | None = 2
+    logging_steps: int = 1
+    progress: bool = True
+    plot: bool = True
+    manifest: bool = True
+    run_name: str | None = None
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> TrainConfig:
+        """Raise :class:`ConfigError` for a value that cannot work; return ``self``."""
+        problems: list[str] = []
+        if self.num_generations < 2:
+            problems.append(f"num_generations must be >= 2 (GRPO compares rollouts within a group), got {self.num_generations}")
+        for name in ("seeds_per_step", "gradient_accumulation_steps", "num_iterations", "max_steps",
+                     "max_new_tokens_per_turn", "max_completion_length", "num_train_seeds", "logging_steps"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_resamples < 0:
+            problems.append(f"max_resamples must be >= 0, got {self.max_resamples}")
+        if self.save_steps < 0:
+            problems.append(f"save_steps must be >= 0, got {self.save_steps}")
+        if self.save_steps and self.num_iterations > 1 and self.save_steps % self.num_iterations:
+            problems.append(f"save_steps ({self.save_steps}) must be a multiple of num_iterations ({self.num_iterations}): "
+                            "a checkpoint between reuses of one rollout batch could not be resumed exactly")
+        if self.hint_fraction is not None and not 0.0 <= self.hint_fraction <= 1.0:
+            problems.append(f"hint_fraction must be in [0, 1], got {self.hint_fraction}")
+        if self.temperature <= 0:
+            problems.append(f"temperature must be > 0, got {self.temperature}")
+        if self.epsilon < 0 or self.epsilon_high < 0:
+            problems.append("epsilon and epsilon_high must be >= 0")
+        if self.beta < 0:
+            problems.append(f"beta must be >= 0, got {self.beta}")
+        if self.max_turns is not None and self.max_turns < 1:
+            problems.append(f"max_turns must be >= 1 or null, got {self.max_turns}")
+        choices = {
+            "tools_in_prompt": ("auto", "template", "system", "none"),
+            "backend": ("auto", "transformers", "vllm"),
+            "dtype": ("auto", "float32", "bfloat16", "float16"),
+            "device": ("auto", "cpu", "cuda"),
+            "scale_rewards": ("group", "batch", "none"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                problems.append(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if problems:
+            raise ConfigError("invalid training config:\n  " + "\n  ".join(problems))
+        return self
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        if not isinstance(data, dict):
+            raise ConfigError(f"a training config must be a mapping, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(cls.field_names()))
+        if unknown:
+            raise ConfigError(f"unknown config key(s) {unknown}; known keys: {', '.join(cls.field_names())}")
+        return cls(**data)
+
+    def with_overrides(self, **changes: Any) -> TrainConfig:
+        unknown = sorted(set(changes) - set(self.field_names()))
+        if unknown:
+            raise ConfigError(f"unknown config key(s) {unknown}")
+        return dataclasses.replace(self, **changes)
+
+    def set_from_string(self, assignment: str) -> TrainConfig:
+        """Apply one ``name=value`` override; the value is parsed as YAML (``8``, ``0.5``, ``true``, ``[q_proj]``)."""
+        import yaml
+
+        if "=" not in assignment:
+            raise ConfigError(f"expected name=value, got {assignment!r}")
+        name, raw = assignment.split("=", 1)
+        name = name.strip()
+        if name not in self.field_names():
+            raise ConfigError(f"unknown config key {name!r}; known keys: {', '.join(self.field_names())}")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{name}: cannot parse {raw!r}: {exc}") from None
+        return self.with_overrides(**{name: value})
+
+
+def load_config(path: str | Path) -> TrainConfig:
+    """Read a config from a ``.json``, ``.yaml`` or ``.yml`` file (unknown keys are an error)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {p}: {exc}") from None
+    if p.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{p}: invalid JSON: {exc}") from None
+    else:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{p}: invalid YAML: {exc}") from None
+    return TrainConfig.from_dict(data)

@@ -1,0 +1,155 @@
+"""Run whole episodes of a text environment at the token level, many at once.
+
+:func:`run_token_episodes` plays one episode per request: it resets the env, renders
+the prompt with the model's chat template, and then alternates sampled agent turns
+(one batched ``generate`` call for all live episodes per turn) with the env's
+replies, until every episode ends or runs out of its token budget.  The result for
+each episode is what a GRPO loss needs: the prompt ids, the completion ids, a mask
+that is 1 on the agent's sampled tokens and 0 on everything the env wrote, and the
+final reward.
+
+Works with any Gymnasium env with text actions: trace-gym's ``ToolEnv`` family
+(``info["messages"]`` / ``info["tools"]``) is rendered message by message; any
+other env's observation is treated as a user message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .chat import ChatRenderer
+
+__all__ = ["EpisodeRequest", "TokenEpisode", "GenerateFn", "run_token_episodes"]
+
+GenerateFn = Callable[[list[list[int]], int], list[list[int]]]
+"""``generate(prompts_ids, max_new_tokens) -> sampled ids per prompt`` (a stop token, if any, included last)."""
+
+
+@dataclass(slots=True)
+class EpisodeRequest:
+    """One episode to play: the env seed and whether to ask for the hint (``None``: don't pass the option)."""
+
+    seed: int
+    hint: bool | None = None
+
+
+@dataclass(slots=True)
+class TokenEpisode:
+    """One played episode, tokenised for the loss."""
+
+    seed: int
+    prompt_ids: list[int]  # what the loss conditions on (hint-free when a hint was shown)
+    generation_prompt_ids: list[int]  # what the agent was sampled from
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)  # 1: sampled by the agent, 0: written by the env
+    reward: float = 0.0
+    reward_info: dict[str, Any] = field(default_factory=dict)
+    hint_shown: bool = False
+    turns: int = 0
+    terminated: bool = False
+    truncated: bool = False
+    termination_reason: str | None = None
+
+    @property
+    def agent_tokens(self) -> int:
+        return sum(self.env_mask)
+
+
+@dataclass(slots=True)
+class _Live:
+    episode: TokenEpisode
+    env: Any
+    n_messages: int  # length of info["messages"] before the current agent turn
+    structured: bool
+    done: bool = False
+
+
+def _prompt_messages(obs: str, info: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
+    if isinstance(info.get("messages"), list):
+        return list(info["messages"]), list(info.get("tools") or []), True
+    return [{"role": "user", "content": obs}], [], False
+
+
+def run_token_episodes(
+    env_factory: Callable[[], Any],
+    requests: Sequence[EpisodeRequest],
+    renderer: ChatRenderer,
+    generate: GenerateFn,
+    *,
+    stop_texts: Sequence[str] = (),
+    max_new_tokens_per_turn: int = 256,
+    max_completion_length: int = 1024,
+    max_turns: int | None = None,
+    truncated_reward: float = 0.0,
+    hint_option: str = "hint",
+    envs: list[Any] | None = None,
+) -> list[TokenEpisode]:
+    """Play ``requests`` (one env instance each; pass ``envs`` to reuse instances) and return their token episodes."""
+    tok = renderer.tokenizer
+    live: list[_Live] = []
+    envs = envs if envs is not None else []
+    while len(envs) < len(requests):
+        envs.append(env_factory())
+    for req, env in zip(requests, envs, strict=False):
+        options = {hint_option: bool(req.hint)} if req.hint is not None else None
+        obs, info = env.reset(seed=int(req.seed), options=options)
+        messages, tools, structured = _prompt_messages(obs, info)
+        gen_ids = renderer.prompt_ids(messages, tools)
+        hint_shown = bool(info.get("hint_shown", False))
+        loss_ids = gen_ids
+        if hint_shown and isinstance(info.get("prompt_messages_without_hint"), list):
+            loss_ids = renderer.prompt_ids(list(info["prompt_messages_without_hint"]), tools)
+        ep = TokenEpisode(seed=int(req.seed), prompt_ids=loss_ids, generation_prompt_ids=gen_ids, hint_shown=hint_shown)
+        live.append(_Live(ep, env, len(messages), structured))
+
+    turn_cap = max_turns if max_turns is not None else 1_000_000
+    while True:
+        active = [x for x in live if not x.done]
+        if not active:
+            break
+        budgets = [max_completion_length - len(x.episode.completion_ids) for x in active]
+        new_tokens = max(1, min(max_new_tokens_per_turn, max(budgets)))
+        outs = generate([x.episode.generation_prompt_ids + x.episode.completion_ids for x in active], new_tokens)
+        for x, out, budget in zip(active, outs, budgets, strict=True):
+            ep = x.episode
+            out = list(out)[: max(0, budget)]
+            ep.completion_ids.extend(out)
+            ep.env_mask.extend([1] * len(out))
+            ep.turns += 1
+            text = tok.decode(out, skip_special_tokens=True)
+            obs, reward, terminated, truncated, info = x.env.step(text)
+            if terminated or truncated:
+                x.done = True
+                ep.reward = float(reward)
+                ep.reward_info = dict(info.get("reward_info") or {})
+                ep.terminated, ep.truncated = bool(terminated), bool(truncated)
+                ep.termination_reason = info.get("termination_reason", "terminated" if terminated else "truncated")
+                continue
+            if ep.turns >= turn_cap or len(ep.completion_ids) >= max_completion_length:
+                _cut(x, truncated_reward, "max_turns" if ep.turns >= turn_cap else "token_budget")
+                continue
+            if x.structured and isinstance(info.get("messages"), list):
+                msgs = info["messages"]
+                new = msgs[x.n_messages + 1 :]  # skip the agent's own message
+                x.n_messages = len(msgs)
+            else:
+                new = [{"role": "user", "content": obs}]
+            last = tok.decode(out[-1:]) if out else ""
+            ended_with = last if last in stop_texts else None
+            cont = renderer.continuation_ids(new, ended_with)
+            room = max_completion_length - len(ep.completion_ids)
+            if len(cont) >= room:  # no room left for another agent turn
+                _cut(x, truncated_reward, "token_budget")
+                continue
+            ep.completion_ids.extend(cont)
+            ep.env_mask.extend([0] * len(cont))
+    return [x.episode for x in live]
+
+
+def _cut(x: _Live, reward: float, reason: str) -> None:
+    x.done = True
+    x.episode.reward = float(reward)
+    x.episode.truncated = True
+    x.episode.termination_reason = reason

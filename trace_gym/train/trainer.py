@@ -1,0 +1,329 @@
+"""``train(config)``: GRPO with LoRA on a trace-gym env, on top of TRL's ``GRPOTrainer``.
+
+The run is TRL's trainer with three pieces supplied by trace-gym: the dataset is a
+list of env seeds, the ``rollout_func`` (:class:`~trace_gym.train.rollout_func.EnvRolloutFunc`)
+plays G episodes per seed through the env, and the reward function returns the
+env's own reward.  PEFT's LoRA wraps the model.  Around it, this module writes the
+run folder::
+
+    <out>/adapter_config.json, adapter_model.safetensors   # the PEFT adapter
+    <out>/train_config.json                                 # the full config
+    <out>/metrics.jsonl                                     # one row per logged step
+    <out>/learning_curve.png                                # reward per step
+    <out>/checkpoints/checkpoint-<step>/                    # every save_steps steps
+    <out>/../manifest.json                                  # one entry per adapter
+
+``resume=True`` continues from the newest checkpoint: model, optimizer, scheduler,
+RNG states, data order and rollout accounting all come back, so an interrupted and
+resumed run reproduces the uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import TrainConfig
+from .outputs import MANIFEST_NAME, MetricsLog, ProgressDisplay, atomic_write_text, plot_learning_curve, update_manifest
+
+__all__ = ["train", "TrainResult", "latest_checkpoint", "make_env_factory", "env_metadata"]
+
+ROLLOUT_STATE = "trace_gym_rollouts.json"
+
+
+@dataclass
+class TrainResult:
+    """What a run produced."""
+
+    out: Path
+    steps: int
+    rollouts: int
+    reward_curve: list[tuple[int, float]] = field(default_factory=list)
+    metrics_path: Path | None = None
+    plot_path: Path | None = None
+    manifest_entry: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    rollout_stats: dict[str, int] = field(default_factory=dict)
+
+
+def make_env_factory(env_id: str, env_kwargs: dict[str, Any] | None = None) -> Callable[[], Any]:
+    """A factory for fresh instances of a registered Gymnasium env (env checker off: the trainer calls it a lot)."""
+    import gymnasium as gym
+
+    import trace_gym  # noqa: F401  (registers the trace/* ids)
+
+    kwargs = dict(env_kwargs or {})
+    gym.spec(env_id)  # fail early, with Gymnasium's message, on an unknown id
+
+    def factory() -> Any:
+        return gym.make(env_id, disable_env_checker=True, **kwargs)
+
+    return factory
+
+
+def env_metadata(env: Any) -> dict[str, Any]:
+    """Capability name and spec hash when the env exposes them (attributes or reset info), else ``None``."""
+    base = getattr(env, "unwrapped", env)
+    meta: dict[str, Any] = {"capability": None, "spec_hash": None}
+    for key in meta:
+        value = getattr(base, key, None)
+        if callable(value):
+            try:
+                value = value()
+            except Exception:
+                value = None
+        if value is not None:
+            meta[key] = value
+    if meta["spec_hash"] is None:
+        spec = getattr(base, "cap_spec", None) or getattr(base, "capability_spec", None)
+        doc = getattr(spec, "doc", None)
+        if isinstance(doc, dict):
+            meta["spec_hash"] = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+        if meta["capability"] is None and getattr(spec, "id", None):
+            meta["capability"] = spec.id
+    return meta
+
+
+def latest_checkpoint(folder: Path) -> Path | None:
+    if not folder.is_dir():
+        return None
+    ckpts = [p for p in folder.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()]
+    return max(ckpts, key=lambda p: int(p.name.split("-")[-1])) if ckpts else None
+
+
+def _grpo_args(cfg: TrainConfig, out: Path, device: str, dtype: Any) -> Any:
+    import torch
+    from trl import GRPOConfig
+
+    use_vllm = False
+    if cfg.backend in ("auto", "vllm"):
+        import importlib.util
+
+        have = importlib.util.find_spec("vllm") is not None and torch.cuda.is_available()
+        if cfg.backend == "vllm" and not have:
+            raise RuntimeError("backend=vllm needs the vllm package and a CUDA GPU")
+        use_vllm = have and device == "cuda"
+    batch = cfg.seeds_per_step * cfg.num_generations
+    kwargs: dict[str, Any] = dict(
+        output_dir=str(out / "checkpoints"),
+        per_device_train_batch_size=batch,
+        num_generations=cfg.num_generations,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        num_iterations=cfg.num_iterations,
+        max_completion_length=cfg.max_completion_length,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        top_k=cfg.top_k,
+        beta=cfg.beta,
+        epsilon=cfg.epsilon,
+        epsilon_high=cfg.epsilon_high,
+        loss_type=cfg.loss_type,
+        scale_rewards=cfg.scale_rewards,
+        mask_truncated_completions=cfg.mask_truncated_completions,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler_type,
+        warmup_steps=cfg.warmup_steps,
+        weight_decay=cfg.weight_decay,
+        max_grad_norm=cfg.max_grad_norm,
+        max_steps=cfg.max_steps,
+        logging_steps=cfg.logging_steps,
+        save_strategy="steps" if cfg.save_steps else "no",
+        save_steps=cfg.save_steps or 500,
+        save_total_limit=cfg.save_total_limit,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=device == "cpu",
+        bf16=dtype == torch.bfloat16,
+        fp16=dtype == torch.float16,
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        use_vllm=use_vllm,
+        log_completions=False,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        run_name=cfg.run_name,
+    )
+    if use_vllm:
+        kwargs["vllm_mode"] = "colocate"
+    return GRPOConfig(**kwargs)
+
+
+def _callback_class():
+    from transformers import TrainerCallback
+
+    class TraceRunCallback(TrainerCallback):
+        """Metrics JSONL + progress + rollout state in checkpoints."""
+
+        def __init__(self, rollout_func: Any, metrics: MetricsLog, progress: ProgressDisplay):
+            self.rollout_func = rollout_func
+            self.metrics = metrics
+            self.progress = progress
+            self.last_reward: float | None = None
+
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
+            if not logs or "loss" not in logs and "reward" not in logs:
+                return
+            row = {"step": int(state.global_step), "rollouts": int(self.rollout_func.stats.rollouts)}
+            row.update({k: v for k, v in logs.items() if isinstance(v, (int, float))})
+            self.metrics.append(row)
+            if "reward" in logs:
+                self.last_reward = float(logs["reward"])
+
+        def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
+            self.progress.update(int(state.global_step), self.last_reward, int(self.rollout_func.stats.rollouts))
+
+        def on_save(self, args, state, control, **kwargs):  # noqa: ANN001
+            ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if ckpt.is_dir():
+                atomic_write_text(ckpt / ROLLOUT_STATE, json.dumps(self.rollout_func.state_dict()))
+
+    return TraceRunCallback
+
+
+def _reward_curve(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
+    return [(int(r["step"]), float(r["reward"])) for r in rows if r.get("reward") is not None]
+
+
+def train(
+    cfg: TrainConfig,
+    *,
+    model: Any = None,
+    tokenizer: Any = None,
+    env_factory: Callable[[], Any] | None = None,
+    resume: bool = False,
+    callbacks: list[Any] | None = None,
+) -> TrainResult:
+    """Run GRPO+LoRA as configured; see the module docstring for what is written where.
+
+    ``model``/``tokenizer`` override loading ``cfg.model`` (the model is wrapped with
+    LoRA here); ``env_factory`` overrides ``gym.make(cfg.env_id)``.
+    """
+    from trl import GRPOTrainer
+
+    from .models import load_model_and_tokenizer, resolve_device, resolve_dtype, wrap_lora
+    from .rollout_func import EnvRolloutFunc, env_reward, seed_dataset
+
+    cfg.validate()
+    if not cfg.out:
+        raise ValueError("TrainConfig.out (the adapter folder) is required")
+    if env_factory is None:
+        if not cfg.env_id:
+            raise ValueError("TrainConfig.env_id is required (or pass env_factory)")
+        env_factory = make_env_factory(cfg.env_id, cfg.env_kwargs)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    device = resolve_device(cfg.device)
+    dtype = resolve_dtype(cfg.dtype, device)
+    if device == "cpu" and cfg.cpu_threads:
+        import torch
+
+        torch.set_num_threads(int(cfg.cpu_threads))
+
+    if model is None:
+        if not cfg.model:
+            raise ValueError("TrainConfig.model is required (or pass model and tokenizer)")
+        model, tokenizer = load_model_and_tokenizer(cfg.model, seed=cfg.seed, dtype=dtype)
+    elif tokenizer is None:
+        raise ValueError("pass tokenizer together with model")
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    peft_model = wrap_lora(model, cfg)
+
+    rollout = EnvRolloutFunc(
+        env_factory,
+        num_generations=cfg.num_generations,
+        base_seed=cfg.seed,
+        hint_fraction=cfg.hint_fraction,
+        hint_option=cfg.hint_option,
+        resample_constant_groups=cfg.resample_constant_groups,
+        max_resamples=cfg.max_resamples,
+        drop_constant_groups=cfg.drop_constant_groups,
+        max_new_tokens_per_turn=cfg.max_new_tokens_per_turn,
+        max_completion_length=cfg.max_completion_length,
+        max_turns=cfg.max_turns,
+        truncated_reward=cfg.truncated_reward,
+        tools_in_prompt=cfg.tools_in_prompt,
+    )
+    probe_env = env_factory()
+    try:
+        probe_env.reset(seed=cfg.train_seed_start)
+        meta = env_metadata(probe_env)
+    finally:
+        probe_env.close()
+
+    metrics = MetricsLog(out / "metrics.jsonl")
+    ckpt = latest_checkpoint(out / "checkpoints") if resume else None
+    if resume and ckpt is None:
+        raise FileNotFoundError(f"--resume: no checkpoint under {out / 'checkpoints'}; start without --resume")
+    start_step = 0
+    if ckpt is not None:
+        start_step = int(ckpt.name.split("-")[-1])
+        state_file = ckpt / ROLLOUT_STATE
+        if state_file.exists():
+            rollout.load_state_dict(json.loads(state_file.read_text()))
+        metrics.truncate_after(start_step)
+    else:
+        metrics.reset()
+    atomic_write_text(out / "train_config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    args = _grpo_args(cfg, out, device, dtype)
+    dataset = seed_dataset(range(cfg.train_seed_start, cfg.train_seed_start + cfg.num_train_seeds))
+    progress = ProgressDisplay(cfg.max_steps, enabled=cfg.progress, description=cfg.run_name or out.name)
+    cb = _callback_class()(rollout, metrics, progress)
+    trainer = GRPOTrainer(
+        model=peft_model,
+        reward_funcs=[env_reward],
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        rollout_func=rollout,
+        callbacks=[cb, *(callbacks or [])],
+    )
+    if cfg.progress:  # the rich bar replaces transformers' printed log dicts
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)
+    progress.start(start_step)
+    try:
+        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
+    finally:
+        progress.stop()
+
+    trainer.model.save_pretrained(str(out))
+    rows = metrics.rows()
+    curve = _reward_curve(rows)
+    plot = None
+    if cfg.plot and curve:
+        plot = plot_learning_curve([s for s, _ in curve], [r for _, r in curve], out / "learning_curve.png",
+                                   title=f"{cfg.env_id or 'env'} / {cfg.model or 'model'}")
+    steps = int(trainer.state.global_step)
+    entry = {
+        "name": out.name,
+        "path": str(out),
+        "capability": meta.get("capability"),
+        "env_id": cfg.env_id or None,
+        "spec_hash": meta.get("spec_hash"),
+        "base_model": cfg.model or getattr(getattr(model, "config", None), "_name_or_path", None),
+        "config": cfg.to_dict(),
+        "steps": steps,
+        "rollouts_used": rollout.stats.rollouts,
+        "rollout_stats": rollout.stats.to_dict(),
+        "reward_curve": [[s, r] for s, r in curve],
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    if cfg.manifest:
+        update_manifest(out.parent / MANIFEST_NAME, entry)
+    return TrainResult(
+        out=out, steps=steps, rollouts=rollout.stats.rollouts, reward_curve=curve, metrics_path=metrics.path,
+        plot_path=plot, manifest_entry=entry, seconds=time.perf_counter() - started, rollout_stats=rollout.stats.to_dict(),
+    )
