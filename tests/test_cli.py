@@ -60,6 +60,9 @@ def test_play_solves_with_a_json_script(tmp_path, capsys):
     assert rc == 0
     assert "episode over after 3 steps: user_stop; reward 1" in out
     assert "write_note" in out and "Thanks, that's all." in out and '"db_match": 1.0' in out
+    script.write_text(json.dumps([*solve_actions(1), "one more", "and another"]))
+    assert main(["play", ENV_ID, "--actions", str(script), "--option", "task=1", "-q"]) == 0
+    assert "2 scripted action(s) were not used" in capsys.readouterr().err
 
 
 def test_play_line_script_from_stdin(monkeypatch, capsys):

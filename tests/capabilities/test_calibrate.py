@@ -83,3 +83,12 @@ def test_cli_calibrate_reports_bad_input_without_traceback(tau2_data, capsys):
     assert main(["calibrate", "trace/nope-v0", "--policy", "noop", "--seeds", "1", "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "must be a number in" in err and "error" in err
+
+
+def test_policies_from_the_shared_policy_package(tau2_data, tmp_path, capsys):
+    script = tmp_path / "okay.txt"
+    script.write_text("\n".join(["Okay."] * 20))
+    rc = main(["calibrate", REFUND, "--policy", f"scripted:{script}", "--seeds", "2", "--samples", "2", "--no-progress"])
+    assert rc == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["episodes"] == 4 and report["mean_reward"] == 0.0 and report["groups_constant"] == 1.0

@@ -83,7 +83,7 @@ def test_difficulty_knobs_change_the_episode(tau2_data):
     assert all(easy.reset(seed=s)[1]["case"] != "refuse_not_delivered" for s in range(8))
     with pytest.raises(ValueError, match="must be a number in"):
         CapabilityEnv(REFUND, difficulty={"users": 100})
-    assert CapabilityEnv(REFUND, difficulty={"max_steps": 9}).max_steps == 9
+    assert CapabilityEnv(REFUND, difficulty={"max_steps": 13}).max_steps == 13
 
 
 def test_case_option_and_unknown_case(tau2_data):
@@ -229,3 +229,13 @@ def test_bad_distractor_field_is_an_unsolvable_scenario(tau2_data, refund_doc):
     env = CapabilityEnv(doc)
     with pytest.raises(UnsolvableScenarioError, match="seed 1: .*distractor field 'items.9.price'"):
         env.reset(seed=1, options={"case": "return_to_original"})
+
+
+def test_per_episode_difficulty_option(tau2_data):
+    env = CapabilityEnv(REFUND)
+    _, info = env.reset(seed=0, options={"difficulty": {"hint_fraction": 1.0, "max_steps": 14, "ineligible_fraction": 1.0}})
+    assert info["hint_shown"] and info["case"] == "refuse_not_delivered" and env.max_steps == 14
+    _, info = env.reset(seed=0)
+    assert env.max_steps == 30 and info["difficulty"]["hint_fraction"] == 0.3
+    with pytest.raises(ValueError, match="must be a number in"):
+        env.reset(seed=0, options={"difficulty": {"max_steps": 1}})

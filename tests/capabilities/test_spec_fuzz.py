@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import copy
 
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trace_gym.capabilities.spec import SpecError, parse_spec
 
 from .conftest import SPEC_FILES
-
-import yaml
 
 DOCS = [yaml.safe_load(p.read_text()) for p in SPEC_FILES]
 
@@ -29,7 +28,7 @@ def _paths(node, prefix=()):
             yield from _paths(v, prefix + (i,))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.integers(0, len(DOCS) - 1), st.data())
 def test_damaged_specs_never_crash_the_loader(doc_i, data):
     doc = copy.deepcopy(DOCS[doc_i])
@@ -55,7 +54,7 @@ def test_damaged_specs_never_crash_the_loader(doc_i, data):
         assert str(exc).startswith("fuzzed.yaml: at ")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.integers(0, len(DOCS) - 1), st.data())
 def test_accepted_damaged_specs_reset_cleanly_or_report_unsolvable(tau2_data, doc_i, data):
     from trace_gym.capabilities import CapabilityEnv, UnsolvableScenarioError

@@ -71,3 +71,18 @@ def test_generation_is_fast(gen):
         times.append(time.perf_counter() - t)
     # ~1.5 ms on an idle core; a loose bound keeps the test stable on a busy machine
     assert statistics.median(times) < 0.02
+
+
+def test_airline_day_choices_are_unambiguous():
+    for seed in range(20):
+        db = generate_airline_db(random.Random(seed), routes=3)
+        by_route: dict[tuple[str, str], list[dict]] = {}
+        for f in db["flights"].values():
+            by_route.setdefault((f["origin"], f["destination"]), []).append(f)
+        for flights in by_route.values():
+            assert len({f["scheduled_departure_time_est"] for f in flights}) == len(flights)
+            for d in flights[0]["dates"]:
+                if d > TODAY:
+                    for cabin in ("basic_economy", "economy", "business"):
+                        prices = [f["dates"][d]["prices"][cabin] for f in flights]
+                        assert len(set(prices)) == len(prices)

@@ -57,3 +57,23 @@ def test_budgeted_env_charges_on_first_step_and_refuses_without_stepping(tmp_pat
         env.step("Done.")
     assert env.unwrapped.step_count == before  # the wrapped env never saw the refused action
     assert b.used == 1
+
+
+def test_forfeit_wrapper_turns_policy_errors_into_a_stop_message():
+    from trace_gym.compare.methods import FORFEIT, ForfeitOnError
+    from trace_gym.policies.base import PolicyError
+
+    class Flaky:
+        policy_id = "flaky"
+
+        def act(self, messages, tools):
+            if messages and messages[-1].get("content") == "long":
+                raise PolicyError("prompt too long")
+            return "ok"
+
+    p = ForfeitOnError(Flaky())
+    assert p.policy_id == "flaky"
+    assert p.act([{"role": "user", "content": "hi"}], []) == "ok"
+    assert p.act([{"role": "user", "content": "long"}], []) == FORFEIT and "###STOP###" in FORFEIT
+    assert p.act_batch([([{"role": "user", "content": "long"}], []), ([{"role": "user", "content": "x"}], [])]) == [FORFEIT, "ok"]
+    assert len(p.forfeits) == 2

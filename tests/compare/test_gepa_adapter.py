@@ -70,3 +70,15 @@ def test_optimize_refuses_a_budget_below_the_seed_evaluation(tmp_path):
     ad = TraceGEPAAdapter(_factory, InstructionFollower(), budget=RolloutBudget(1), seed=0)
     with pytest.raises(ValueError, match="validation tasks"):
         optimize_prompt(ad, SEED_TEXT, ["0", "1"], ["0", "1"], reflection_lm=lambda p: "x")
+
+
+def test_a_failing_reflection_model_is_logged_and_the_budget_still_ends_the_search(tmp_path):
+    def broken(prompt):
+        raise RuntimeError("reflection model unavailable")
+
+    budget = RolloutBudget(9, tmp_path / "b.json")
+    ad = TraceGEPAAdapter(_factory, InstructionFollower(), budget=budget, seed=0)
+    run = optimize_prompt(ad, SEED_TEXT, ["0", "1", "2"], ["0", "1"], reflection_lm=broken, minibatch=1, seed=0)
+    assert run.best_candidate == {"system_prompt": SEED_TEXT} and run.n_candidates == 1
+    assert run.iteration_errors and "reflection model unavailable" in "\n".join(run.iteration_errors)
+    assert budget.used <= 9 and budget.remaining < 2 * 1 + 2

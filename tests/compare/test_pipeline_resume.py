@@ -47,7 +47,7 @@ def test_compare_runs_resumes_after_a_kill_and_redraws(tmp_path, monkeypatch):
     ledger = json.loads((out / "gepa" / "budget.json").read_text())
 
     doc = run_compare(_cfg(out), log=lambda m: None)
-    assert doc["stages"]["ran"] == ["eval_gepa"]  # only the interrupted stage ran again
+    assert doc["stages"]["ran"] == ["eval_gepa"]  # only the interrupted stage ran again (grpo reuses the base eval)
     assert "gepa" in doc["stages"]["skipped"] and "eval_base" in doc["stages"]["skipped"]
     assert json.loads((out / "gepa" / "budget.json").read_text()) == ledger  # no rollout spent twice
 
@@ -77,9 +77,12 @@ def test_scaling_mode_writes_one_run_per_budget(tmp_path):
 
     doc = run_scaling(_cfg(tmp_path / "s", methods=["base", "gepa"]), [2, 8], log=lambda m: None)
     by_budget = {r["budget"]: r["methods"] for r in doc["runs"]}
-    assert by_budget[2]["gepa"]["skipped"]  # 2 rollouts score the seed prompt and leave nothing to search with
-    assert by_budget[8]["gepa"]["rollouts"] <= 8
+    assert by_budget[2]["gepa"]["rollouts"] == 2  # scoring the seed prompt spends it all: no search
+    assert by_budget[2]["gepa"]["eval"]["pass_hat_k"]["1"]["value"] == 0.0
+    assert 2 < by_budget[8]["gepa"]["rollouts"] <= 8
+    assert by_budget[8]["gepa"]["eval"]["pass_hat_k"]["1"]["value"] == 1.0
     assert (tmp_path / "s" / "scaling.md").exists() and (tmp_path / "s" / "B8" / "compare.json").exists()
+    assert (tmp_path / "s" / "scaling.png").exists()
 
 
 def test_config_errors_are_clear():
@@ -89,3 +92,10 @@ def test_config_errors_are_clear():
         CompareConfig(methods=["single"]).validate()
     with pytest.raises(ValueError, match="unknown compare config"):
         CompareConfig.from_dict({"nope": 1})
+
+
+def test_resuming_with_another_configuration_is_refused(tmp_path):
+    run_compare(_cfg(tmp_path, methods=["base"]), log=lambda m: None)
+    with pytest.raises(ValueError, match="changed: trials"):
+        run_compare(_cfg(tmp_path, methods=["base"], trials=3), log=lambda m: None)
+    run_compare(_cfg(tmp_path, methods=["base", "gepa"]), log=lambda m: None)  # adding a method is fine

@@ -26,7 +26,7 @@ def test_templates_offline_and_reasons_for_the_rest(tmp_path):
     assert "airline" in by["precondition-verification"].reasons[0]
     assert by["information-communication"].status == "skipped"
     assert "no starter template" in by["information-communication"].reasons[0]
-    report = json.loads((tmp_path / "synthesis.json").read_text())
+    report = json.loads((tmp_path / "_synthesis.json").read_text())
     assert [o["status"] for o in report["outcomes"]] == ["template", "skipped", "skipped"]
     # resume: an existing spec is kept
     again = synthesize(_doc(["refund-policy-compliance"]), "retail", tmp_path)
@@ -75,3 +75,15 @@ def test_llm_drafts_are_validated_and_rejections_reported(tmp_path):
 
 def test_spec_ids():
     assert spec_id_for("Refund policy / compliance", "retail") == "syn-refund-policy-compliance-retail"
+
+
+def test_cli_synthesize_registers_and_calibrates(tmp_path):
+    from trace_gym.cli import main
+
+    caps = tmp_path / "capabilities.json"
+    caps.write_text(json.dumps(_doc(["refund-policy-compliance"])))
+    rc = main(["synthesize", str(caps), "--domain", "retail", "--out", str(tmp_path / "envs"),
+               "--calibrate", "reference", "--seeds", "2", "--samples", "1"])
+    assert rc == 0
+    cal = json.loads((tmp_path / "envs" / "syn-refund-policy-compliance-retail.calibration.json").read_text())
+    assert cal["summary"]["mean_reward"] == 1.0 and cal["summary"]["episodes"] == 2

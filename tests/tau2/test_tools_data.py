@@ -116,3 +116,23 @@ def test_rollback_restores_exact_state():
     assert state.to_dict() == {"users": {"a": {"n": 1}}, "lines": [{"x": 1}]}
     assert (state.hash("tau2"), state.version) == before
     assert state.is_shared("users", "a")
+
+
+def test_same_content_agrees_with_hashes():
+    rng = random.Random(3)
+    base = BaseDb({"users": {f"u{i}": {"n": i} for i in range(20)}, "lines": [{"x": i} for i in range(5)]}, "TestDB")
+    for _ in range(200):
+        a, b = DbState(base), DbState(base)
+        for state in (a, b):
+            for _ in range(rng.randrange(3)):
+                op = rng.randrange(4)
+                present = [k for k in ("u0", "u1", "u2") if k in state.users]
+                if op == 0 and present:
+                    state.own("users", rng.choice(present))["n"] = rng.choice([0, 1, 1.0, True, "1"])
+                elif op == 1:
+                    state.put("users", f"v{rng.randrange(2)}", {"n": rng.randrange(2)})
+                elif op == 2 and present:
+                    state.remove("users", rng.choice(present))
+                else:
+                    state.own("lines", rng.randrange(2))["x"] = rng.randrange(2)
+        assert a.same_content(b) == (a.hash("tau2") == b.hash("tau2")) == b.same_content(a)

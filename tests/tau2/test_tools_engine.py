@@ -280,3 +280,16 @@ def test_state_does_not_share_objects_with_call_arguments():
     passengers[0]["first_name"] = "changed later"
     assert env.db.reservations[rid]["passengers"][0]["first_name"] == "A"
     assert env.hashes() == before == _full_hashes(env)
+
+
+def test_repeated_cancellation_is_bounded():
+    """Each repeat refunds every entry again (tau2 quirk); we stop before the history explodes."""
+    env = Tau2Environment("airline")
+    rid = "4WQ150"
+    sizes = []
+    for _ in range(20):
+        res = env.get_response("cancel_reservation", {"reservation_id": rid})
+        sizes.append(len(env.db.reservations[rid]["payment_history"]))
+    assert sizes[:3] == [2, 4, 8]
+    assert max(sizes) <= 4096
+    assert res.error and "cancelled too many times" in res.content

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import List, Literal, Optional
+from typing import Literal
 
 import pytest
 
@@ -22,8 +22,8 @@ class M(pydantic.BaseModel):
     i: int
     f: float
     l: Literal["a", "b", "c"]  # noqa: E741
-    o: Optional[Literal["x"]] = None
-    ps: List[_P]
+    o: Literal["x"] | None = None
+    ps: list[_P]
 
 
 FIELDS = {

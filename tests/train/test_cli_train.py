@@ -21,3 +21,17 @@ def test_cli_errors_are_clear(tmp_path, capsys):
     assert "unknown config key" in capsys.readouterr().err
     assert main(["train", "--env", "x", "--model", "tiny", "--out", "o", "--set", "num_generations=1"]) == 2
     assert "num_generations must be >= 2" in capsys.readouterr().err
+
+
+def test_resume_needs_a_checkpoint_and_the_same_config(tmp_path, capsys):
+    from trace_gym.train.config import TrainConfig
+
+    out = tmp_path / "adapters" / "a"
+    args = ["train", "--env", "trace-test/train-single-v0", "--model", "tiny", "--out", str(out), "--resume", "--import", "tests.train.envs"]
+    assert main(args) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+    (out / "checkpoints" / "checkpoint-1").mkdir(parents=True)
+    old = TrainConfig(env_id="trace-test/train-single-v0", model="tiny", out=str(out), learning_rate=1e-3)
+    (out / "train_config.json").write_text(json.dumps(old.to_dict()))
+    assert main(args) == 2
+    assert "learning_rate changed" in capsys.readouterr().err

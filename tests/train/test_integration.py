@@ -37,3 +37,18 @@ def test_collect_episodes_with_a_policy_object_and_an_env_id():
 def test_collect_episodes_max_steps_cuts_long_episodes():
     recs = collect_episodes("trace-test/train-multi-v0", lambda obs, info: "hm", seeds=[0], max_steps=1)
     assert recs[0].truncated and recs[0].termination_reason == "collect_max_steps" and recs[0].steps == 1
+
+
+def test_env_metadata_of_a_capability_env():
+    import pytest
+
+    from trace_gym.train.trainer import env_metadata
+
+    env_id = "trace/cap-refund-policy-v0"
+    if env_id not in gym.registry:
+        pytest.skip("capability envs are not registered in this build")
+    env = gym.make(env_id, disable_env_checker=True)
+    env.reset(seed=0)
+    meta = env_metadata(env)
+    assert meta["capability"] == "cap-refund-policy"
+    assert isinstance(meta["spec_hash"], str) and len(meta["spec_hash"]) == 64

@@ -101,3 +101,10 @@ def test_env_without_hints_gets_no_hint_option(tokenizer):
     assert not fn.supports_hints()
     out = fn([seed_prompt(0)] * 2, _host(tokenizer))
     assert not any(out["hint_shown"])
+
+
+def test_hint_left_to_the_env_by_default(tokenizer):
+    fn = EnvRolloutFunc(_factory("trace-test/train-multi-v0"), num_generations=2, generate=scripted_generate(tokenizer, ["hi"]))
+    assert fn.hint_fraction is None and fn._requests(4, 0, 2)[0].hint is None
+    out = fn([seed_prompt(4)] * 2, _host(tokenizer))
+    assert not any(out["hint_shown"])  # this test env shows the hint only when asked

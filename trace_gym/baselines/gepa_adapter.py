@@ -284,12 +284,14 @@ class GEPARun:
     val_scores: list[float] = field(default_factory=list)
     candidates: list[dict[str, str]] = field(default_factory=list)
     stopped_by_budget: bool = False
+    iteration_errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"best_candidate": self.best_candidate, "best_val_score": self.best_val_score,
                 "seed_val_score": self.seed_val_score, "n_candidates": self.n_candidates,
                 "metric_calls": self.metric_calls, "rollouts": self.rollouts, "val_scores": self.val_scores,
-                "candidates": self.candidates, "stopped_by_budget": self.stopped_by_budget}
+                "candidates": self.candidates, "stopped_by_budget": self.stopped_by_budget,
+                "iteration_errors": self.iteration_errors}
 
 
 def optimize_prompt(
@@ -325,6 +327,7 @@ def optimize_prompt(
         raise ValueError(f"GEPA's first step scores the seed prompt on all {len(valset)} validation tasks, "
                          f"but only {limit} metric calls are allowed")
     stoppers = [BudgetStopper(budget, minibatch, len(valset))] if budget is not None else []
+    logger = ListLogger(log_path)
     result = gepa.optimize(
         seed_candidate={CANDIDATE_KEY: seed_instruction},
         trainset=list(trainset),
@@ -335,10 +338,12 @@ def optimize_prompt(
         reflection_minibatch_size=minibatch,
         max_metric_calls=limit,
         stop_callbacks=stoppers or None,
-        logger=ListLogger(log_path),
+        logger=logger,
         seed=seed,
         display_progress_bar=False,
-        raise_on_exception=True,
+        # A failed iteration (e.g. the reflection model cannot answer) is logged and the search goes
+        # on; every iteration spends rollouts first, so the budget still ends it.
+        raise_on_exception=False,
         skip_perfect_score=True,
     )
     best = dict(result.best_candidate)
@@ -354,4 +359,5 @@ def optimize_prompt(
         val_scores=scores,
         candidates=[dict(c) for c in result.candidates],
         stopped_by_budget=stopped,
+        iteration_errors=[line for line in logger.lines if "Exception during optimization" in line or "reflection failed" in line],
     )

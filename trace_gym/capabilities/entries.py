@@ -34,7 +34,8 @@ def spec_files() -> list[Path]:
     seen: dict[str, Path] = {}
     for d in spec_dirs():
         for p in sorted(d.iterdir()):
-            if p.suffix in _SUFFIXES and p.is_file() and p.stem not in seen:
+            # "_x.json" (reports) and "x.tuned.yaml" / "x.calibration.json" (derived files) are not specs
+            if p.suffix in _SUFFIXES and p.is_file() and p.stem not in seen and not p.stem.startswith(("_", ".")) and "." not in p.stem:
                 seen[p.stem] = p
     return list(seen.values())
 

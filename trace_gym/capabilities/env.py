@@ -76,12 +76,13 @@ class CapabilityEnv(ToolEnv):
     ):
         self.cap_spec = _get_spec(spec)
         self.knob_values = self.cap_spec.knobs(difficulty)
+        self._fixed_max_steps = max_steps
         steps = max_steps if max_steps is not None else int(resolve_number(self.cap_spec.data.get("max_steps", 30), self.knob_values))
         super().__init__(max_steps=max(1, steps), render_mode=render_mode, **kwargs)
         if hint_fraction is not None and not 0.0 <= hint_fraction <= 1.0:
             raise ValueError(f"hint_fraction must be in [0, 1], got {hint_fraction}")
-        hint = self.cap_spec.data.get("hint") or {}
-        self.hint_fraction = hint_fraction if hint_fraction is not None else resolve_number(hint.get("fraction", 0.0), self.knob_values)
+        self._fixed_hint_fraction = hint_fraction
+        self.hint_fraction = self._hint_fraction(self.knob_values)
         self.user_simulator = user_simulator
         self.verify_reference = verify_reference
         if backend not in ("auto", "engine", "builtin"):
@@ -115,6 +116,10 @@ class CapabilityEnv(ToolEnv):
             case = wanted[0]
         else:
             case = choose_case(self.cap_spec, knobs, rng)
+        # per-episode knob overrides (options["difficulty"]) may move the hint share and the step limit
+        self.hint_fraction = self._hint_fraction(knobs)
+        if self._fixed_max_steps is None:
+            self.max_steps = max(1, int(resolve_number(self.cap_spec.data.get("max_steps", 30), knobs)))
         hint_draw = rng.random() < self.hint_fraction
         scenario = bind_scenario(self.cap_spec, case, db, knobs, rng, self._seed)
         backend = open_backend(self.cap_spec.domain, db, self.backend_kind, self._domain_tools.validate)
@@ -141,6 +146,12 @@ class CapabilityEnv(ToolEnv):
             "seed": self._seed,
         }
         return Episode(system_prompt=prompt, tools=self._domain_tools.toolset, messages=[opening], info=info)
+
+    def _hint_fraction(self, knobs: dict[str, float]) -> float:
+        if self._fixed_hint_fraction is not None:
+            return self._fixed_hint_fraction
+        hint = self.cap_spec.data.get("hint") or {}
+        return min(1.0, max(0.0, resolve_number(hint.get("fraction", 0.0), knobs)))
 
     def _overrides(self) -> dict[str, float]:
         defaults = self.cap_spec.knobs()

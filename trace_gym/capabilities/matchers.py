@@ -14,7 +14,7 @@ from typing import Any
 
 from .templating import TemplateError, lookup
 
-__all__ = ["OPERATORS", "matches", "where_matches", "describe"]
+__all__ = ["OPERATORS", "matches", "where_matches", "matcher_problem"]
 
 OPERATORS = ("eq", "ne", "in", "not_in", "gt", "ge", "lt", "le", "startswith", "endswith", "contains", "icontains",
              "len", "exists", "all", "any", "set_eq", "approx")
@@ -48,7 +48,17 @@ def _is_operator_map(m: Any) -> bool:
 
 
 def matches(value: Any, matcher: Any) -> bool:
-    """Whether ``value`` satisfies ``matcher`` (``value`` is ``_MISSING`` for an absent field)."""
+    """Whether ``value`` satisfies ``matcher`` (``value`` is ``_MISSING`` for an absent field).
+
+    An operator given an argument of the wrong shape (``in: 3``) is simply not satisfied.
+    """
+    try:
+        return _matches(value, matcher)
+    except (TypeError, AttributeError, ValueError, KeyError, IndexError, RecursionError):
+        return False
+
+
+def _matches(value: Any, matcher: Any) -> bool:
     if not _is_operator_map(matcher):
         return value is not _MISSING and value == matcher
     for op, arg in matcher.items():
@@ -97,8 +107,12 @@ def matches(value: Any, matcher: Any) -> bool:
 
 
 def where_matches(record: Any, where: dict[str, Any]) -> bool:
-    """Whether every ``path: matcher`` of ``where`` holds on ``record``."""
+    """Whether every ``path: matcher`` of ``where`` holds on ``record`` (a non-mapping ``where`` never holds)."""
+    if not isinstance(where, dict):
+        return False
     for path, m in where.items():
+        if not isinstance(path, str):
+            return False
         try:
             value = lookup(record, path) if path != "." else record
         except TemplateError:
@@ -108,6 +122,29 @@ def where_matches(record: Any, where: dict[str, Any]) -> bool:
     return True
 
 
-def describe(matcher: Any) -> str:
-    """Short text for error messages."""
-    return repr(matcher)
+_ARG_TYPES: dict[str, tuple[type, ...]] = {
+    "in": (list,), "not_in": (list,), "startswith": (str,), "endswith": (str,), "icontains": (str,), "all": (dict,),
+    "any": (dict,), "set_eq": (list,), "exists": (bool,), "approx": (int, float),
+}
+
+
+def matcher_problem(matcher: Any) -> str | None:
+    """What is wrong with a matcher's literal operator arguments (placeholders are not checked), or None."""
+    if not _is_operator_map(matcher):
+        return None
+    for op, arg in matcher.items():
+        if isinstance(arg, str) and arg.startswith("{") and arg.endswith("}"):
+            continue
+        want = _ARG_TYPES.get(op)
+        if want and (not isinstance(arg, want) or (op == "approx" and isinstance(arg, bool))):
+            return f"operator {op!r} takes a {' or '.join(t.__name__ for t in want)}, got {type(arg).__name__}"
+        if op in ("all", "any") and isinstance(arg, dict):
+            for sub in arg.values():
+                problem = matcher_problem(sub)
+                if problem:
+                    return problem
+        if op == "len":
+            problem = matcher_problem(arg)
+            if problem:
+                return problem
+    return None

@@ -143,7 +143,10 @@ def evaluate_rewards(rewards: list[dict[str, Any]], log: EpisodeLog) -> tuple[fl
     gates: list[str] = []
     for j, r in enumerate(rewards):
         name = r.get("name") or f"{r['type']}_{j}"
-        components[name] = _component(r, log)
+        try:
+            components[name] = _component(r, log)
+        except (TypeError, AttributeError, KeyError, ValueError, IndexError):
+            components[name] = 0.0  # a check whose rendered parameters have the wrong shape is not met
         if r.get("gate"):
             gates.append(name)
         else:

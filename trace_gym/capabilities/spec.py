@@ -18,6 +18,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from .matchers import matcher_problem
 from .synthdb.clone import CLONABLE
 from .templating import FILTERS, placeholders
 
@@ -179,6 +180,12 @@ def parse_spec(doc: Any, source: str = "<spec>") -> CapabilitySpec:
     """Validate an already-parsed document (schema, then the semantic checks)."""
     if not isinstance(doc, dict):
         raise SpecError(source, "", f"a mapping at the top level, got {type(doc).__name__}")
+    try:
+        json.dumps(doc)
+    except ValueError:
+        raise SpecError(source, "", "a tree of plain values (a YAML anchor may not contain itself)") from None
+    except TypeError as exc:
+        raise SpecError(source, "", f"plain JSON-compatible values only ({exc})") from None
     errors = sorted(_validator().iter_errors(doc), key=lambda e: (len(list(e.absolute_path)), list(map(str, e.absolute_path))))
     if errors:
         err = jsonschema.exceptions.best_match(errors)
@@ -226,6 +233,10 @@ def _check(doc: dict[str, Any], src: str) -> None:
             if slot.get("pick") in ("min", "max") and "by" not in slot:
                 raise SpecError(src, f"{where}.by", f"a path to order by when pick is {slot['pick']!r}")
             _check_placeholders(slot, slots + ["knobs", "now"], src, where)
+            for path, m in (slot.get("where") or {}).items():
+                problem = matcher_problem(m)
+                if problem:
+                    raise SpecError(src, f"{where}.where.{path}", f"a well-formed matcher: {problem}")
             slots.append(sname)
         roots = slots + ["knobs", "now"]
         for j, d in enumerate(c.get("distractors", [])):
@@ -260,6 +271,14 @@ def _check(doc: dict[str, Any], src: str) -> None:
                         raise SpecError(src, f"{where}.{ev_key}", "exactly one of call (with optional args), agent_says_any, user_says_any")
                     if "call" in ev and ev["call"] not in exposed:
                         raise SpecError(src, f"{where}.{ev_key}.call", f"one of the exposed tools {sorted(exposed)}, got {ev['call']!r}")
+            matchers = [("match", r["match"])] if "match" in r else []
+            matchers += [(f"args.{k}", v) for k, v in (r.get("args") or {}).items()]
+            for ev_key in ("first", "then"):
+                matchers += [(f"{ev_key}.args.{k}", v) for k, v in ((r.get(ev_key) or {}).get("args") or {}).items()]
+            for mpath, m in matchers:
+                problem = matcher_problem(m)
+                if problem:
+                    raise SpecError(src, f"{where}.{mpath}", f"a well-formed matcher: {problem}")
             name = r.get("name") or f"{r['type']}_{j}"
             if name in rnames:
                 raise SpecError(src, f"{where}.name", f"a unique component name; {name!r} is used twice")

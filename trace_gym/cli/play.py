@@ -118,6 +118,10 @@ def _run(args: argparse.Namespace) -> int:
         )
         return 1
     console.print(f"[bold]episode over[/bold] after {steps} steps: {reason}; reward {total:g}")
+    if args.actions:
+        unused = sum(1 for _ in actions)
+        if unused:
+            err.print(f"note: {unused} scripted action(s) were not used: the episode ended first")
     if reward_info:
         console.print_json(json.dumps(reward_info, ensure_ascii=False, default=str))
     return 0

@@ -84,6 +84,8 @@ def _run(args: argparse.Namespace) -> int:
         "greedy": args.greedy or None,
         "seed": args.policy_seed,
         "device": args.device,
+        # Let a model policy answer a whole lock-step batch in one forward pass.
+        "batch_size": args.batch_size if args.batch_size > 1 else None,
     }
     try:
         policy = policy_from_spec(args.policy, **policy_opts)

@@ -54,10 +54,36 @@ def _run(args: argparse.Namespace) -> int:
     for i in ids:
         console.print(f"registered [bold]{i}[/bold]")
     if args.calibrate and ids:
-        from trace_gym.capabilities.calibrate import calibrate_cli  # type: ignore[attr-defined]
-
-        for env_id, path in zip(ids, made, strict=True):
-            calibrate_cli(env_id, args.calibrate, seeds=args.seeds, samples=args.samples, tune=args.tune,
-                          spec_path=path, out=Path(args.out) / f"{path.stem}.calibration.json", console=console)
-    console.print(f"wrote {Path(args.out) / 'synthesis.json'}")
+        _calibrate(args, ids, made, console)
+    console.print(f"wrote {Path(args.out) / '_synthesis.json'}")
     return 0 if all(o.status in ("template", "llm", "kept") for o in outcomes) else 1
+
+
+def _calibrate(args, ids, paths, console) -> None:
+    """Calibrate (and with --tune, tune and rewrite) each synthesized spec; JSON next to the spec."""
+    from pathlib import Path
+
+    import yaml
+    from rich.progress import Progress
+
+    from trace_gym.capabilities.calibrate import calibrate, make_policy, tune
+    from trace_gym.io import atomic_write_json, atomic_write_text
+
+    policy = make_policy(args.calibrate)
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    for env_id, path in zip(ids, paths, strict=True):
+        with Progress(console=console) as progress:
+            bar = progress.add_task(f"calibrating {env_id}", total=None)
+            tick = lambda: progress.advance(bar)  # noqa: E731
+            if args.tune:
+                knobs, res, trace = tune(env_id, policy, seeds, args.samples, (0.2, 0.6), on_episode=tick)
+                doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+                for name, value in knobs.items():
+                    doc.setdefault("difficulty", {}).setdefault(name, {})["default"] = value
+                atomic_write_text(path, yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120))
+            else:
+                res, trace = calibrate(env_id, policy, seeds, args.samples, on_episode=tick), []
+        summary = res.summary()
+        atomic_write_json(Path(path).with_suffix(".calibration.json"), {**res.to_dict(), "summary": summary, "tuning": trace})
+        console.print(f"{env_id}: mean reward {res.mean_reward:.3f}; " + ", ".join(
+            f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items() if not isinstance(v, (dict, list))))

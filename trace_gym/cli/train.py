@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         result = train(cfg, resume=args.resume)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     summary = {

@@ -29,23 +29,52 @@ __all__ = [
     "plan_train_steps",
     "train_adapter",
     "adapter_policy",
+    "ForfeitOnError",
+    "FORFEIT",
 ]
 
 
 # ----------------------------------------------------------------------------- models
+_MODELS: dict[tuple[str, int], tuple[Any, Any]] = {}
+
+
+def _pristine(model: str, seed: int) -> tuple[Any, Any]:
+    """The base weights and tokenizer, loaded once per process (callers get copies of the weights)."""
+    key = (model, seed)
+    if key not in _MODELS:
+        from ..policies import hf
+
+        if model == "tiny":
+            _MODELS[key] = hf.tiny_test_model(seed)
+        elif model == "smollm2":
+            import torch
+
+            _MODELS[key] = hf.load_smollm2(device="cuda" if torch.cuda.is_available() else "cpu")
+        else:
+            pol = hf.HFPolicy.from_pretrained(train_model_name(model))
+            _MODELS[key] = (pol.model, pol.tokenizer)
+    return _MODELS[key]
+
+
 def load_base_policy(model: str, *, seed: int = 0, **gen: Any) -> Any:
-    """A fresh base policy: ``tiny`` (random tiny Llama), ``smollm2``, ``hf:NAME``, a folder/hub name, or any policy spec."""
+    """A fresh base policy: ``tiny`` (random tiny Llama), ``smollm2``, ``hf:NAME`` or a folder/hub name, or a
+    server/script spec (``openai:URL#MODEL``, ``scripted:FILE``).
+
+    Local models are loaded once per process; each policy gets its own copy of the weights,
+    because loading adapters modifies the model it is given.
+    """
+    import copy
+
     gen = {k: v for k, v in gen.items() if v is not None}
-    if model == "tiny":
-        from ..policies.hf import HFPolicy, tiny_test_model
+    if not trainable(model):
+        from ..policies import policy_from_spec
 
-        m, tok = tiny_test_model(seed)
-        keep = {k: gen[k] for k in ("max_new_tokens", "greedy", "temperature", "top_k", "top_p", "batch_size") if k in gen}
-        return HFPolicy(m, tok, policy_id="tiny", seed=seed, **keep)
-    from ..policies import policy_from_spec
+        return policy_from_spec(model, seed=seed, **gen)
+    from ..policies.hf import HFPolicy
 
-    spec = model if (":" in model or model == "smollm2") else f"hf:{model}"
-    return policy_from_spec(spec, seed=seed, **gen)
+    weights, tok = _pristine(model, seed)
+    keep = {k: gen[k] for k in ("max_new_tokens", "greedy", "temperature", "top_k", "top_p", "batch_size") if k in gen}
+    return HFPolicy(copy.deepcopy(weights), tok, policy_id=model, seed=seed, **keep)
 
 
 def trainable(model: str) -> bool:
@@ -192,3 +221,48 @@ def train_adapter(*, model: str, seed: int, env_factory: Callable[[], gym.Env], 
     entry = dict(res.manifest_entry)
     entry["seconds"] = res.seconds
     return json.loads(json.dumps(entry, default=str))
+
+
+# ----------------------------------------------------------------------------- evaluation
+FORFEIT = "I am unable to continue with this request. ###STOP###"
+
+
+class ForfeitOnError:
+    """Wrap a policy so that a failure to act (e.g. a conversation longer than the model's
+    context) ends the agent's episode with a stop message instead of aborting the whole
+    evaluation; the episode is then scored as it stands.  ``forfeits`` counts them.
+    """
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+        self.policy_id = inner.policy_id
+        self.accepts_seeds = bool(getattr(inner, "accepts_seeds", False))
+        self.batchable = bool(getattr(inner, "batchable", True))
+        self.forfeits: list[str] = []
+
+    def reset(self, seed: int | None = None) -> None:
+        reset = getattr(self.inner, "reset", None)
+        if reset is not None:
+            reset(seed)
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        from ..policies.base import PolicyError
+
+        try:
+            return self.inner.act(messages, tools)
+        except PolicyError as exc:
+            self.forfeits.append(str(exc)[:300])
+            return FORFEIT
+
+    def act_batch(self, requests: list[Any], seeds: list[int | None] | None = None) -> list[str]:
+        from ..policies.base import PolicyError, act_batch
+
+        try:
+            return act_batch(self.inner, requests, seeds)
+        except PolicyError:  # answer one at a time so that only the failing episodes forfeit
+            out = []
+            for i, (m, t) in enumerate(requests):
+                if seeds is not None and hasattr(self.inner, "reset"):
+                    self.inner.reset(seeds[i])
+                out.append(self.act(m, t))
+            return out

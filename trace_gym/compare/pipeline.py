@@ -170,12 +170,13 @@ def _opt(cfg: CompareConfig) -> str:
 def _evaluate(cfg: CompareConfig, policy: Any, tasks: list[Any], store: Path) -> dict[str, Any]:
     from ..eval.harness import evaluate
 
-    opts = None
-    env_id = cfg.target
-    rep = evaluate(env_id, policy, [str(t) for t in tasks], cfg.trials, store=store, base_seed=cfg.eval_seed,
-                   env_kwargs=cfg.env_kwargs, extra_options=opts, batch_size=cfg.batch_size)
+    guarded = M.ForfeitOnError(policy)
+    rep = evaluate(cfg.target, guarded, [str(t) for t in tasks], cfg.trials, store=store, base_seed=cfg.eval_seed,
+                   env_kwargs=cfg.env_kwargs, batch_size=cfg.batch_size)
     d = rep.to_dict()
     d["eval_wall_s"] = rep.wall_s
+    d["forfeits"] = len(guarded.forfeits)  # actions the policy could not produce (episode ended by a stop message)
+    d["forfeit_examples"] = sorted(set(guarded.forfeits))[:3]
     return d
 
 
@@ -322,19 +323,26 @@ def _trace_calibration(cfg: CompareConfig, budget: RolloutBudget, synth: dict[st
 
     budget.start_stage("calibration", 0)
     policy = cfg.base_policy()
+    from ..policies.base import PolicyError
+
     rows = []
     for e in synth["envs"]:
         env = M.capability_factory(e["spec"], cfg.cap_env_kwargs, budget, "calibration")()
-        rewards = []
+        rewards, errors = [], []
         try:
             for s in range(cfg.calib_seeds):
                 for k in range(cfg.calib_samples):
-                    r, _ = play_episode(env, policy, cfg.seed + s, k)
+                    try:
+                        r, _ = play_episode(env, policy, cfg.seed + s, k)
+                    except PolicyError as exc:  # the policy could not act (e.g. the prompt is too long): reward 0
+                        r = 0.0
+                        errors.append(str(exc)[:300])
                     rewards.append(r)
         finally:
             env.close()
         mean = sum(rewards) / len(rewards) if rewards else 0.0
-        rows.append({**e, "mean_reward": mean, "episodes": len(rewards), "train": mean < cfg.mastered})
+        rows.append({**e, "mean_reward": mean, "episodes": len(rewards), "policy_errors": errors,
+                     "train": mean < cfg.mastered})
     return {"envs": rows, "rollouts": budget.stage_used("calibration")}
 
 
@@ -366,8 +374,10 @@ def _trace_routing(cfg: CompareConfig, budget: RolloutBudget, root: Path, base: 
     budget.start_stage("routing", 0)
     specs = {e["capability"]: e["spec"] for e in calib["envs"]}
     corpora: dict[str, list[Any]] = {}
+    # The reference solution may need more turns than the step limit used for the model's episodes.
+    ref_kwargs = {k: v for k, v in cfg.cap_env_kwargs.items() if k != "max_steps"}
     for a in adapters:
-        env = M.capability_factory(specs[a["capability"]], cfg.cap_env_kwargs, budget, "routing")()
+        env = M.capability_factory(specs[a["capability"]], ref_kwargs, budget, "routing")()
         ref = ReferencePolicy()
         ref.bind_env(env.unwrapped)
         trajs = []
@@ -380,7 +390,10 @@ def _trace_routing(cfg: CompareConfig, budget: RolloutBudget, root: Path, base: 
             env.close()
         corpora[a["adapter"]] = trajs
     corpora[NO_ADAPTER] = [t for t in TrajectoryStore(base["path"]).load() if t.reward >= 1.0]
-    index = build_index(corpora, Embedder(cfg.embedder))
+    try:
+        index = build_index(corpora, Embedder(cfg.embedder))
+    except ValueError as exc:
+        return {"skipped": f"no router index: {exc}", "rollouts": budget.stage_used("routing")}
     path = root / "trace" / "router_index"
     index.save(path)
     return {"index": str(path), "n_examples": len(index.texts), "labels": sorted(set(index.labels)),
@@ -435,10 +448,10 @@ def _trace(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any], st: S
 def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: Path) -> tuple[Any, str]:
     """The evaluated policy of a method and a note on what it is."""
     gen = cfg.gen
-    if method == "base" or result.get("skipped"):
+    if method == "base":
         pol = cfg.base_policy()
         pol.policy_id = f"base:{cfg.model}"
-        return pol, "base model" if method == "base" else f"base model ({result['skipped']})"
+        return pol, "base model"
     if method == "grpo":
         return M.adapter_policy(cfg.model, result["manifest"], "grpo-target", seed=cfg.seed, gen=gen,
                                 policy_id=f"grpo:{Path(root).name}"), "GRPO+LoRA on the target"
@@ -465,6 +478,11 @@ def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: P
     from ..route.policy import RoutedPolicy
     from ..route.retrieval import RetrievalRouter
 
+    if result.get("routing", {}).get("skipped"):  # no router: the best adapter answers every conversation
+        best = max(adapters, key=lambda a: (a["final_reward"], -adapters.index(a)))
+        return (M.adapter_policy(cfg.model, manifest, best["adapter"], seed=cfg.seed, gen=gen,
+                                 policy_id=f"trace:{Path(root).name}:{best['adapter']}"),
+                f"{result['routing']['skipped']}; adapter {best['adapter']} for every conversation")
     ap = M.adapter_policy(cfg.model, manifest, None, seed=cfg.seed, gen=gen, policy_id="adapters")
     router = RetrievalRouter(RouterIndex.load(result["routing"]["index"]))
     pol = RoutedPolicy(ap, router, {a["adapter"]: a["adapter"] for a in adapters})
@@ -494,6 +512,23 @@ def _resolve_target(cfg: CompareConfig, out: Path, log: Callable[[str], None]) -
     return survey
 
 
+_FREE_KEYS = {"out", "methods", "survey_domains", "survey_tasks", "batch_size"}  # may change between resumes
+
+
+def _check_same_config(cfg: CompareConfig, root: Path) -> None:
+    """A resumed run must use the configuration its stored stages were made with."""
+    path = root / "config.json"
+    now = {k: v for k, v in cfg.to_dict().items() if k not in _FREE_KEYS}
+    if path.exists():
+        before = json.loads(path.read_text(encoding="utf-8"))
+        changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+        if changed:
+            raise ValueError(f"{root} holds a run with a different configuration (changed: {', '.join(changed)}); "
+                             "use another --out or delete the folder")
+    else:
+        atomic_write_json(path, now)
+
+
 def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budget_dir: Path | None = None,
                 shared: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run (or resume) one comparison at ``cfg.budget``; writes and returns ``compare.json``'s content."""
@@ -505,6 +540,7 @@ def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budge
     survey = shared.get("survey") if shared else _resolve_target(cfg, out, log)
     splits = Stages(out, log).run("splits", lambda: _splits(cfg))
     root = budget_dir or out
+    _check_same_config(cfg, root)
     st = Stages(root, log)
     B = cfg.budget
     results: dict[str, dict[str, Any]] = {}
@@ -517,22 +553,38 @@ def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budge
         trained["trace"] = st.run("trace", lambda: _trace(cfg, B, root, splits["train"], st))
         if "single" in cfg.methods:
             trained["single"] = trained["trace"]
+    shared_st = Stages(out, log)  # the base model's score does not depend on B
+
+    def eval_base() -> dict[str, Any]:
+        def do() -> dict[str, Any]:
+            policy, note = _policy_for("base", cfg, {}, root)
+            return {"eval": _evaluate(cfg, policy, splits["test"], out / "eval" / "base.jsonl"), "note": note}
+
+        return shared_st.run("eval_base", do)
+
     for method in cfg.methods:
         res = trained.get(method, {"rollouts": 0})
-        where = Stages(out, log) if method == "base" else st  # the base model's score does not depend on B
+        if method == "base":
+            ev = eval_base()
+        elif res.get("skipped"):  # nothing was learned: the method is the base model
+            ev = {"eval": eval_base()["eval"], "note": f"base model ({res['skipped']})"}
+        elif method in ("trace", "single") and not res.get("adapters"):
+            ev = {"eval": eval_base()["eval"], "note": res.get("note", "no adapter: the base model")}
+        else:
+            def do_eval(method: str = method, res: dict[str, Any] = res) -> dict[str, Any]:
+                policy, note = _policy_for(method, cfg, res, root)
+                ev = _evaluate(cfg, policy, splits["test"], root / "eval" / f"{method}.jsonl")
+                return {"eval": ev, "note": note}
 
-        def do_eval(method: str = method, res: dict[str, Any] = res) -> dict[str, Any]:
-            policy, note = _policy_for(method, cfg, res, root)
-            ev = _evaluate(cfg, policy, splits["test"], root / "eval" / f"{method}.jsonl")
-            return {"eval": ev, "note": note}
-
-        ev = where.run(f"eval_{method}", do_eval)
+            ev = st.run(f"eval_{method}", do_eval)
         results[method] = {"method": method, "rollouts": int(res.get("rollouts", 0)), "budget": B,
                            "train_wall_s": _train_wall(res), "note": ev["note"], "eval": ev["eval"],
                            "skipped": res.get("skipped")}
     doc = {"format": FORMAT, "config": cfg.to_dict(), "target": cfg.target, "budget": B, "seeds": {
         "seed": cfg.seed, "eval_seed": cfg.eval_seed, "trials": cfg.trials}, "splits": splits, "survey": survey,
-        "methods": results, "details": trained, "stages": {"ran": st.ran, "skipped": st.skipped}}
+        "methods": results, "details": trained,
+        "stages": {"ran": shared_st.ran + st.ran if root != out else st.ran + shared_st.ran,
+                   "skipped": shared_st.skipped + st.skipped if root != out else st.skipped + shared_st.skipped}}
     atomic_write_json(root / "compare.json", doc)
     render_outputs(doc, root)
     return doc

@@ -43,7 +43,7 @@ def table_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
             "trials": ev["trials"],
             "train_wall_s": r.get("train_wall_s", 0.0),
             "eval_wall_s": ev.get("eval_wall_s", ev.get("wall_s", 0.0)),
-            "note": r.get("note", ""),
+            "note": r.get("note", "") + (f"; {ev['forfeits']} action(s) forfeited (policy error)" if ev.get("forfeits") else ""),
         })
     return rows
 
@@ -115,7 +115,7 @@ def plot_methods(doc: dict[str, Any], path: str | Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(7, 4))
     xs = list(range(len(rows)))
     vals = [r["pass1"]["value"] for r in rows]
-    err = [[v - r["pass1"]["low"] for v, r in zip(vals, rows)], [r["pass1"]["high"] - v for v, r in zip(vals, rows)]]
+    err = [[v - r["pass1"]["low"] for v, r in zip(vals, rows, strict=True)], [r["pass1"]["high"] - v for v, r in zip(vals, rows, strict=True)]]
     ax.bar(xs, vals, yerr=err, capsize=4, color="#4c72b0")
     ax.set_xticks(xs, [f"{r['label']}\n({r['rollouts']} rollouts)" for r in rows], fontsize=8)
     ax.set_ylim(0, 1)

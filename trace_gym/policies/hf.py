@@ -184,6 +184,9 @@ def tiny_test_model(seed: int = 0, *, hidden_size: int = 32, num_layers: int = 2
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
         tie_word_embeddings=True,
+        # Larger than the usual 0.02 so that outputs depend on the context (and on padding
+        # mistakes) instead of collapsing to one repeated token.
+        initializer_range=0.2,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

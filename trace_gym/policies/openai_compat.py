@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -116,6 +117,7 @@ class OpenAICompatPolicy:
         self.extra_body = dict(extra_body or {})
         self.policy_id = policy_id or f"openai:{model}"
         self._sleep = sleep
+        self._lock = threading.Lock()
         self.requests_sent = 0  # attempts, retries included
 
     # -- request building --------------------------------------------------------------
@@ -137,7 +139,8 @@ class OpenAICompatPolicy:
             headers["Authorization"] = f"Bearer {self.api_key}"
         last = "no attempt made"
         for attempt in range(self.max_retries + 1):
-            self.requests_sent += 1
+            with self._lock:
+                self.requests_sent += 1
             wait = min(self.max_backoff, self.backoff * (2**attempt))
             req = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
             try:

@@ -1,17 +1,18 @@
-"""Registering capability specs that live outside the starter library."""
+"""Registering capability specs that live outside the starter library in this process.
+
+Other processes (e.g. async vector envs) find them when their folder is listed in
+``TRACE_GYM_ENVS_DIR`` (see :mod:`trace_gym.capabilities.entries`).
+"""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import yaml
 
 from ..registration import EnvEntry, add_entry
 
-__all__ = ["register_spec_files", "ENV_DIRS_VAR"]
-
-ENV_DIRS_VAR = "TRACE_GYM_ENV_DIRS"  # os.pathsep-separated folders of extra specs registered on import
+__all__ = ["register_spec_files"]
 
 
 def register_spec_files(paths: list[Path]) -> list[str]:
@@ -25,6 +26,3 @@ def register_spec_files(paths: list[Path]) -> list[str]:
         ids.append(env_id)
     return ids
 
-
-def extra_spec_dirs() -> list[Path]:
-    return [Path(d) for d in os.environ.get(ENV_DIRS_VAR, "").split(os.pathsep) if d]

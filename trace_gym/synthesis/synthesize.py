@@ -12,8 +12,9 @@ For every selected capability, in rank order:
    and, if still invalid, reported with their reasons.  Nothing generated is executed.
 3. Otherwise the capability is reported as *not synthesized*, with the reason.
 
-Specs are written atomically as YAML to ``out_dir`` and a ``synthesis.json`` records
-every outcome.  An existing spec with the same id is kept (resume) unless
+Specs are written atomically as YAML to ``out_dir`` and a report records
+every outcome (``_synthesis.json``: the leading underscore keeps it out of spec
+discovery).  An existing spec with the same id is kept (resume) unless
 ``overwrite`` is set.
 """
 
@@ -165,5 +166,5 @@ def synthesize(capabilities_doc: dict[str, Any], domain: str, out_dir: str | Pat
             continue
         atomic_write_text(path, yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120))
         outcomes.append(SynthesisOutcome(name, "llm", spec_id, str(path), template, reasons))
-    atomic_write_json(out / "synthesis.json", {"domain": domain, "outcomes": [asdict(o) for o in outcomes]})
+    atomic_write_json(out / "_synthesis.json", {"domain": domain, "outcomes": [asdict(o) for o in outcomes]})
     return outcomes

@@ -43,9 +43,19 @@ A :class:`DomainData` (cached per domain and data folder) holds the immutable ba
 DBs.  A :class:`DbState` starts as a view on the base and copies only what a write
 touches: a top-level collection container on its first change, a record on its
 first ``own``.  Every tool call is a transaction: if the tool raises, the records it
-touched are restored, so a failed call never changes state.  Hashes are computed
-from cached per-record serialisations (see :mod:`trace_gym.tau2.hashing`) and
-memoised per state version.
+touched are restored, so a failed call never changes state (tau2 itself never
+changes state on the error paths its corpus exercises).  Call arguments are deep-copied
+before dispatch, so the state never shares objects with the caller.
+
+``DbState.version`` (and ``Tau2Environment.state_version``) changes on every
+committed change and is restored by a rollback, so two equal versions mean the same
+state.  Hashes are computed from cached per-record serialisations (see
+:mod:`trace_gym.tau2.hashing`) and memoised per version: hashing an unchanged state
+is free, and a changed 7 MB airline state costs one join plus one sha256.
+
+Deliberate divergence from tau2: a failed call is rolled back even where tau2 would
+keep a partial change, and airline ``cancel_reservation`` refuses once a repeated
+cancellation would double the payment history past 4096 entries.
 """
 
 from __future__ import annotations
@@ -53,6 +63,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import pickle
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -97,6 +108,11 @@ def clone(value: Any) -> Any:
     if isinstance(value, list):
         return [clone(v) for v in value]
     return value
+
+
+def _copy_record(value: Any) -> Any:
+    """Deep copy of a DB record (pickle round trip: faster than :func:`clone` for records)."""
+    return pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
 
 
 class Model:
@@ -219,6 +235,7 @@ class BaseDb:
     view: View | None = None
     _caches: dict[str, SerialCache] = field(default_factory=dict, repr=False)
     _hashes: dict[str, str] = field(default_factory=dict, repr=False)
+    _indexes: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def cache(self, fmt: str) -> SerialCache:
         c = self._caches.get(fmt)
@@ -303,7 +320,7 @@ class DbState:
             if self._already_private(coll, key):
                 return self.data[coll]
             self._log(coll, _MISSING, coll in self._copied)
-            value = clone(self.data[coll])
+            value = _copy_record(self.data[coll])
             self.data[coll] = value
             self._copied.add(coll)
             self._mark(coll, _MISSING)
@@ -316,7 +333,7 @@ class DbState:
         container = self._container(coll)
         record = container[key]
         self._log(coll, key, was)
-        record = clone(record)
+        record = _copy_record(record)
         container[key] = record
         self._mark(coll, key)
         if self._journal is not None:
@@ -424,6 +441,49 @@ class DbState:
             h = sha256_of(self._text(fmt))
         self._hash_memo[fmt] = (self.version, h)
         return h
+
+    def base_index(self, name: str, build: Callable[[dict[str, Any]], Any]) -> Any:
+        """``build(base data)``, computed once per base DB (for lookups on fields no tool changes)."""
+        index = self._base._indexes.get(name, _MISSING)
+        if index is _MISSING:
+            index = self._base._indexes[name] = build(self._base.data)
+        return index
+
+    def same_content(self, other: DbState) -> bool:
+        """Whether ``other`` holds the same data (equal hashes), comparing only changed records
+        when both states come from the same base; falls back to hashing otherwise."""
+        if self is other:
+            return True
+        if self._base is not other._base:
+            return self.hash("tau2") == other.hash("tau2")
+
+        def text(value: Any) -> str:
+            return json.dumps(value, sort_keys=True, default=str)
+
+        for coll in set(self._changed) | set(other._changed):
+            a, b = self.data.get(coll, _MISSING), other.data.get(coll, _MISSING)
+            if a is b:
+                continue
+            if a is _MISSING or b is _MISSING:
+                return False
+            ka, kb = self._changed.get(coll, set()), other._changed.get(coll, set())
+            if ka is None or kb is None or type(a) is not type(b) or not isinstance(a, (dict, list)):
+                if text(a) != text(b):
+                    return False
+                continue
+            if len(a) != len(b):
+                return False
+            for key in ka | kb:
+                if isinstance(a, dict):
+                    ra, rb = a.get(key, _MISSING), b.get(key, _MISSING)
+                else:
+                    ra = a[key] if key < len(a) else _MISSING
+                    rb = b[key] if key < len(b) else _MISSING
+                if ra is rb:
+                    continue
+                if ra is _MISSING or rb is _MISSING or text(ra) != text(rb):
+                    return False
+        return True
 
     def to_dict(self) -> dict[str, Any]:
         """The canonical DB as a fresh plain dict (a deep copy; safe to mutate)."""
@@ -796,6 +856,14 @@ class Tau2Environment:
 
     def canonical_user_db(self) -> dict[str, Any] | None:
         return self.user_db.to_dict() if self.user_db is not None else None
+
+    def same_state(self, other: Tau2Environment) -> bool:
+        """tau2's ``db_match``: equal agent DB and equal user DB (cheap for states of one base)."""
+        if (self.user_db is None) != (other.user_db is None):
+            return False
+        if not self.db.same_content(other.db):
+            return False
+        return self.user_db is None or self.user_db.same_content(other.user_db)  # type: ignore[arg-type]
 
     @property
     def state_version(self) -> tuple[int, int]:

@@ -82,9 +82,9 @@ def env_metadata(env: Any) -> dict[str, Any]:
             meta[key] = value
     if meta["spec_hash"] is None:
         spec = getattr(base, "cap_spec", None) or getattr(base, "capability_spec", None)
-        doc = getattr(spec, "doc", None)
-        if isinstance(doc, dict):
-            meta["spec_hash"] = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+        doc = getattr(spec, "data", None) or getattr(spec, "doc", None)
+        if isinstance(doc, dict):  # the spec document, canonical JSON
+            meta["spec_hash"] = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
         if meta["capability"] is None and getattr(spec, "id", None):
             meta["capability"] = spec.id
     return meta
@@ -187,6 +187,22 @@ def _callback_class():
     return TraceRunCallback
 
 
+# Fields that may change between an interrupted run and its resumption without breaking exactness.
+_RESUME_FREE = {"max_steps", "progress", "plot", "manifest", "save_steps", "save_total_limit", "cpu_threads", "logging_steps", "run_name"}
+
+
+def _check_resume_config(path: Path, cfg: TrainConfig) -> None:
+    from .config import ConfigError
+
+    if not path.exists():
+        return
+    old = json.loads(path.read_text())
+    changed = sorted(k for k, v in cfg.to_dict().items() if k not in _RESUME_FREE and k in old and old[k] != v)
+    if changed:
+        raise ConfigError(f"--resume with a different config than the checkpointed run: {', '.join(changed)} changed; "
+                          "resume with the same settings (only max_steps, save_steps and display options may change)")
+
+
 def _reward_curve(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
     return [(int(r["step"]), float(r["reward"])) for r in rows if r.get("reward") is not None]
 
@@ -218,6 +234,11 @@ def train(
             raise ValueError("TrainConfig.env_id is required (or pass env_factory)")
         env_factory = make_env_factory(cfg.env_id, cfg.env_kwargs)
     out = Path(cfg.out)
+    ckpt = latest_checkpoint(out / "checkpoints") if resume else None
+    if resume and ckpt is None:
+        raise FileNotFoundError(f"--resume: no checkpoint under {out / 'checkpoints'}; start without --resume")
+    if ckpt is not None:
+        _check_resume_config(out / "train_config.json", cfg)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     device = resolve_device(cfg.device)
@@ -261,9 +282,6 @@ def train(
         probe_env.close()
 
     metrics = MetricsLog(out / "metrics.jsonl")
-    ckpt = latest_checkpoint(out / "checkpoints") if resume else None
-    if resume and ckpt is None:
-        raise FileNotFoundError(f"--resume: no checkpoint under {out / 'checkpoints'}; start without --resume")
     start_step = 0
     if ckpt is not None:
         start_step = int(ckpt.name.split("-")[-1])

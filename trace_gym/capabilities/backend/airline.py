@@ -1,7 +1,8 @@
 """Airline tool behaviour over a plain-dict database (same layout as τ²-bench's airline ``db.json``).
 
-A thin stand-in used by the capability environments until the shared τ²-bench engine
-accepts an injected database.  Preconditions are checked before any change.
+The capability environments' fallback when the project's τ²-bench engine
+(:mod:`trace_gym.tau2.engine`) is not available.  Preconditions are checked before any
+change; ``book_reservation`` is not implemented here (the engine has it).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Retail tool behaviour over a plain-dict database (same layout as τ²-bench's retail ``db.json``).
 
-A thin stand-in used by the capability environments until the shared τ²-bench engine
-accepts an injected database.  Every tool checks all of its preconditions before it
-changes anything, so a rejected call leaves the database untouched.
+The capability environments' fallback when the project's τ²-bench engine
+(:mod:`trace_gym.tau2.engine`) is not available.  Every tool checks all of its
+preconditions before it changes anything, so a rejected call leaves the database untouched.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """A small seeded airline database (flights, users, reservations) in τ²-bench's airline layout.
 
 The clock is the policy's "now", 2024-05-15 15:00 EST.  Every user is guaranteed one
-reservation of each kind the capability specs draw from (business; economy; basic
-economy; insured economy; booked in the last 24 hours; already partly flown), each
+reservation of each kind the capability specs draw from (business; a one-way economy;
+basic economy; insured economy; booked in the last 24 hours; already partly flown), each
 with the cancellation-relevant facts set accordingly; ``extra_reservations`` adds
 random distractors.
 """
@@ -20,14 +20,14 @@ __all__ = ["generate_airline_db", "TODAY"]
 
 TODAY = "2024-05-15"
 _START = date(2024, 5, 10)
-_DAYS = 15
+_DAYS = 12
 _CABINS = ("basic_economy", "economy", "business")
 _BASE = {"basic_economy": 70, "economy": 140, "business": 420}
 
-# (cabin, insurance, booked recently, already flown)
+# (cabin, insurance, booked recently, already flown); the plain economy one is always one way
 _GUARANTEED = [
     ("business", "no", False, False),
-    ("economy", "no", False, False),
+    ("economy", "no", False, False, "one_way"),
     ("basic_economy", "no", False, False),
     ("economy", "yes", False, False),
     ("economy", "no", True, False),
@@ -53,10 +53,13 @@ def _flights(rng: random.Random, routes: int) -> dict[str, Any]:
     n = 1
     for a, b in pairs:
         for origin, dest in ((a, b), (b, a)):
-            for _ in range(2):  # two departures per direction
+            # two departures per direction, at different hours and never at the same price on a day,
+            # so "the cheapest" or "the latest" flight of a day is always one flight
+            hours = rng.sample(range(5, 20), 2)
+            seen_prices: set[tuple[str, str, int]] = set()
+            for dep in hours:
                 fn = f"HAT{n:03d}"
                 n += 1
-                dep = rng.randrange(5, 20)
                 dur = rng.randrange(1, 5)
                 dates = {}
                 r = rng.random
@@ -70,11 +73,14 @@ def _flights(rng: random.Random, routes: int) -> dict[str, Any]:
                     elif d == TODAY:
                         dates[d] = {"status": rng.choice(["flying", "on time", "delayed"])}
                     else:
-                        dates[d] = {
-                            "status": "available",
-                            "available_seats": {c: 3 + int(r() * 17) for c in _CABINS},
-                            "prices": {c: int(_BASE[c] * (0.7 + 0.6 * r())) for c in _CABINS},
-                        }
+                        prices = {}
+                        for c in _CABINS:
+                            p = int(_BASE[c] * (0.7 + 0.6 * r()))
+                            while (d, c, p) in seen_prices:
+                                p += 1
+                            seen_prices.add((d, c, p))
+                            prices[c] = p
+                        dates[d] = {"status": "available", "available_seats": {c: 3 + int(r() * 17) for c in _CABINS}, "prices": prices}
                 flights[fn] = {"flight_number": fn, "origin": origin, "destination": dest,
                                "scheduled_departure_time_est": f"{dep:02d}:00:00",
                                "scheduled_arrival_time_est": f"{dep + dur:02d}:00:00", "dates": dates}
@@ -82,12 +88,12 @@ def _flights(rng: random.Random, routes: int) -> dict[str, Any]:
 
 
 def _reservation(rng: random.Random, rid: str, user: dict[str, Any], flights: dict[str, Any], cabin: str, insurance: str,
-                 recent: bool, flown: bool) -> dict[str, Any]:
+                 recent: bool, flown: bool, trip: str | None = None) -> dict[str, Any]:
     r = rng.random
     pool = list(flights.values())
     fl = pool[int(r() * len(pool))]
     first = int(r() * 5) if flown else 6 + int(r() * (_DAYS - 8))
-    round_trip = r() < 0.5
+    round_trip = r() < 0.5 if trip is None else trip == "round_trip"
     legs = [(fl, _day(first))]
     if round_trip:
         back = [f for f in pool if f["origin"] == fl["destination"] and f["destination"] == fl["origin"]]
@@ -143,13 +149,13 @@ def generate_airline_db(rng: random.Random, users: int = 3, extra_reservations: 
             (rng.choice(_CABINS), rng.choice(["yes", "no"]), rng.random() < 0.2, rng.random() < 0.2) for _ in range(extra_reservations)
         ]
         rng.shuffle(plan)
-        for cabin, insurance, recent, flown in plan:
+        for cabin, insurance, recent, flown, *trip in plan:
             r = rng.random
             while True:
                 rid = "".join(letters[int(r() * 34)] for _ in range(6))
                 if rid not in used:
                     used.add(rid)
                     break
-            db["reservations"][rid] = _reservation(rng, rid, user, db["flights"], cabin, insurance, recent, flown)
+            db["reservations"][rid] = _reservation(rng, rid, user, db["flights"], cabin, insurance, recent, flown, *trip)
             user["reservations"].append(rid)
     return db

@@ -2,7 +2,8 @@
 
 Behaviour follows tau2 1.0.1, including its quirks: the fixed clock
 (``2024-05-15T15:00:00``), fixed new ids (``HATHAT``.., ``certificate_3221322``..),
-cancellation that refunds again when repeated and never releases seats, flight
+cancellation that refunds again when repeated (doubling the payment history; we
+refuse once it would exceed 4096 entries, i.e. after about 12 repeats) and never releases seats, flight
 changes that do not touch seats, unvalidated baggage/passenger assignments and the
 unpadded next-day date of one-stop searches (``2024-05-2``).
 """
@@ -20,6 +21,7 @@ from ._records import conform
 _NOW = "2024-05-15T15:00:00"
 _NEW_RESERVATION_IDS = ("HATHAT", "HATHAU", "HATHAV")
 _NEW_PAYMENT_IDS = (3221322, 3221323, 3221324)
+_MAX_PAYMENT_HISTORY = 4096  # our guard (not in tau2) against the exponential growth of repeated cancellations
 
 _FLIGHT_INFO = {"flight_number": Field(STR), "date": Field(STR)}
 _PASSENGER = {"first_name": Field(STR), "last_name": Field(STR), "dob": Field(STR)}
@@ -66,6 +68,13 @@ def _models_if_all_dicts(items: Any, name: str, fields: dict[str, Field]) -> Any
     return items
 
 
+def _index_by_origin(data: dict[str, Any]) -> dict[str, list[str]]:
+    index: dict[str, list[str]] = {}
+    for number, flight in data["flights"].items():
+        index.setdefault(flight["origin"], []).append(number)
+    return index
+
+
 class AirlineTools(Toolkit):
     """Agent tools of the airline domain (no user tools)."""
 
@@ -91,9 +100,17 @@ class AirlineTools(Toolkit):
             raise ValueError(f"Flight {flight_number} not found on date {date}")
         return dates[date]
 
+    def _candidates(self, origin: Any) -> Any:
+        """Flights to scan, in DB order: those leaving ``origin`` (routes never change), or all."""
+        if isinstance(origin, str):
+            by_origin = self.db.base_index("flights_by_origin", _index_by_origin)
+            flights = self.db.flights
+            return [flights[n] for n in by_origin.get(origin, ()) if n in flights]
+        return self.db.flights.values()
+
     def _direct(self, date: Any, origin: Any = None, destination: Any = None, leave_after: Any = None) -> list[dict[str, Any]]:
         found = []
-        for f in self.db.flights.values():
+        for f in self._candidates(origin):
             if origin is not None and f["origin"] != origin:
                 continue
             if destination is not None and f["destination"] != destination:
@@ -217,7 +234,10 @@ class AirlineTools(Toolkit):
 
     @tool("write")
     def cancel_reservation(self, reservation_id: str) -> Any:
-        self._reservation(reservation_id)
+        current = self._reservation(reservation_id)
+        if len(current["payment_history"]) > _MAX_PAYMENT_HISTORY // 2:
+            # tau2 refunds every entry again on each repeat, doubling the history; stop before memory runs out
+            raise ValueError("Payment history too long: the reservation has been cancelled too many times")
         reservation = self.db.own("reservations", reservation_id)
         refunds = [
             build("Payment", _PAYMENT, {"payment_id": p["payment_id"], "amount": -p["amount"]})

@@ -124,7 +124,7 @@ class RetailTools(Toolkit):
         if len(item_ids) != len(new_item_ids):
             raise ValueError("The number of items to be exchanged should match.")
         diff = 0
-        for item_id, new_id in zip(item_ids, new_item_ids):
+        for item_id, new_id in zip(item_ids, new_item_ids, strict=False):
             item = next((it for it in current["items"] if it["item_id"] == item_id), None)
             if item is None:
                 raise ValueError(f"Item {item_id} not found")
@@ -211,7 +211,7 @@ class RetailTools(Toolkit):
             raise ValueError("The number of items to be exchanged should match")
         diff = 0
         variant: dict[str, Any] | None = None
-        for item_id, new_id in zip(item_ids, new_item_ids):
+        for item_id, new_id in zip(item_ids, new_item_ids, strict=False):
             if item_id == new_id:
                 raise ValueError("The new item id should be different from the old item id")
             item = next((it for it in current["items"] if it["item_id"] == item_id), None)
@@ -230,7 +230,7 @@ class RetailTools(Toolkit):
         if _is_gift_card(method):
             card = self._own_method(current["user_id"], payment_method_id)
             card["balance"] = round(card["balance"] - diff, 2)
-        for item_id, new_id in zip(item_ids, new_item_ids):
+        for item_id, new_id in zip(item_ids, new_item_ids, strict=False):
             item = next((it for it in order["items"] if it["item_id"] == item_id), None)
             if item is None:
                 raise ValueError(f"Item {item_id} not found")

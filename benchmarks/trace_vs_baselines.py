@@ -1,0 +1,121 @@
+"""TRACE vs GRPO-on-target vs GEPA at an equal rollout budget (issue 9).
+
+Runs :func:`trace_gym.compare.pipeline.run_compare` (or ``run_scaling`` with
+``--budgets``) with a preset and prints the table.  Every stage is resumable: rerun
+the same command after an interruption and it continues.
+
+Presets
+-------
+``smoke``  — the tiny random-weight model on τ²-bench mock, B = 4 (plumbing only, minutes).
+``cpu``    — SmolLM2-135M-Instruct on CPU, the smallest budget where every method does
+             something: B = 6, 4 train / 2 held-out tasks, K = 1, 4 env steps, 64 new
+             tokens per turn, 2 rollouts per GRPO group, one capability adapter (add
+             ``--survey``-style domains with ``survey_domains`` for the base survey).
+             Expect scores near 0 for a 135M model.
+``gpu``    — the configuration for one GPU (see below).
+
+GPU configuration (one H100/H200, 80+ GiB)
+------------------------------------------
+* model: ``Qwen/Qwen2.5-7B-Instruct`` (or any chat model with tool calling; SmolLM2
+  is too weak to score on τ²-bench), bf16, LoRA r = 16, α = 32 on all linear layers;
+* generation: GRPO samples with vLLM in colocate mode (``TrainConfig.backend = "auto"``
+  picks it when the ``vllm`` package and CUDA are present) at temperature 1.0;
+  evaluation, base rollouts, calibration and GEPA use transformers ``generate`` on the
+  GPU with batched episodes (``batch_size``) at temperature 0.7;
+* target: ``trace/tau2-retail-v0`` (74 train / 40 test tasks), env ``max_steps = 30``;
+* budgets: B ∈ {256, 512, 1024} rollouts per method (``--budgets 256,512,1024``);
+  GRPO groups of G = 8, 2 groups per step, ``max_resamples = 1`` (worst case 32
+  rollouts per step); TRACE: a quarter of B for base rollouts, 2×2 calibration
+  episodes and 2 routing episodes per capability, the rest split over ≤ 3 adapters;
+  GEPA: minibatch 3, 8 validation tasks, reflection by the base model (or a
+  stronger one with ``--reflection openai:URL#MODEL``);
+* evaluation: all 40 test tasks, K = 4 trials (pass^1 … pass^4, bootstrap 95% CI).
+
+Command::
+
+    python benchmarks/trace_vs_baselines.py --preset gpu --out runs/compare-gpu
+    # or: trace-gym compare --target trace/tau2-retail-v0 --model Qwen/Qwen2.5-7B-Instruct \\
+    #       --budgets 256,512,1024 --trials 4 --env max_steps=30 --train num_generations=8 \\
+    #       --train seeds_per_step=2 --gen max_new_tokens=512 --survey retail,airline,telecom
+
+Outputs: ``compare.json`` (config, seeds, splits, budget ledgers, per-task results),
+``compare.md`` (table), ``compare.png`` (pass^1 per method with CIs); with budgets,
+``scaling.json``/``scaling.md``/``scaling.png`` (score vs rollouts per method).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "smoke": dict(
+        target="trace/tau2-mock-v0", model="tiny", budget=4, trials=1, n_train_tasks=3, n_test_tasks=2,
+        env_kwargs={"max_steps": 3}, gen={"max_new_tokens": 6, "temperature": 1.0},
+        train={"num_generations": 2, "seeds_per_step": 1, "max_resamples": 0, "max_new_tokens_per_turn": 6,
+               "max_completion_length": 48, "lora_r": 4, "lora_alpha": 8},
+        max_train_steps=1, gepa_val=2, gepa_minibatch=1, base_tasks=2),
+    "cpu": dict(
+        target="trace/tau2-retail-v0", model="smollm2", budget=6, trials=1, n_train_tasks=4, n_test_tasks=2,
+        env_kwargs={"max_steps": 4}, cap_env_kwargs={"max_steps": 4},
+        gen={"max_new_tokens": 64, "temperature": 0.7},
+        train={"num_generations": 2, "seeds_per_step": 1, "max_resamples": 0, "max_new_tokens_per_turn": 64,
+               "max_completion_length": 512, "lora_r": 8, "lora_alpha": 16, "learning_rate": 5e-5},
+        gepa_val=2, gepa_minibatch=1, base_tasks=1, calib_seeds=1, calib_samples=1, routing_seeds=1,
+        max_capabilities=1),
+    "gpu": dict(
+        target="trace/tau2-retail-v0", model="Qwen/Qwen2.5-7B-Instruct", budget=512, trials=4,
+        env_kwargs={"max_steps": 30}, cap_env_kwargs={"max_steps": 30},
+        gen={"max_new_tokens": 512, "temperature": 0.7, "batch_size": 16},
+        train={"num_generations": 8, "seeds_per_step": 2, "max_resamples": 1, "max_new_tokens_per_turn": 512,
+               "max_completion_length": 8192, "lora_r": 16, "lora_alpha": 32, "learning_rate": 1e-5,
+               "dtype": "bfloat16"},
+        gepa_val=8, gepa_minibatch=3, calib_seeds=2, calib_samples=2, routing_seeds=2, max_capabilities=3,
+        batch_size=8, survey_domains=["retail", "airline", "telecom"], survey_tasks=10),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rich.console import Console
+
+    from trace_gym.compare.pipeline import CompareConfig, run_compare, run_scaling
+    from trace_gym.compare.report import rich_table
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="smoke")
+    ap.add_argument("--out", default=None, help="output folder (default runs/compare-<preset>)")
+    ap.add_argument("--budget", type=int, default=None)
+    ap.add_argument("--budgets", default=None, help="scaling mode, e.g. 8,16,32")
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--target", default=None)
+    ap.add_argument("--methods", default=None)
+    args = ap.parse_args(argv)
+
+    fields = dict(PRESETS[args.preset])
+    fields["out"] = args.out or f"runs/compare-{args.preset}"
+    for key in ("budget", "model", "target"):
+        if getattr(args, key) is not None:
+            fields[key] = getattr(args, key)
+    if args.methods:
+        fields["methods"] = args.methods.split(",")
+    cfg = CompareConfig(**fields).validate()
+    console = Console()
+    t0 = time.perf_counter()
+    if args.budgets:
+        doc = run_scaling(cfg, [int(b) for b in args.budgets.split(",")], log=lambda m: console.print(f"[dim]{m}[/dim]"))
+        for run in doc["runs"]:
+            console.print(rich_table({"target": doc["target"], "budget": run["budget"], "methods": run["methods"]}))
+    else:
+        doc = run_compare(cfg, log=lambda m: console.print(f"[dim]{m}[/dim]"))
+        console.print(rich_table(doc))
+    console.print(f"wall time {time.perf_counter() - t0:.0f} s; outputs in {cfg.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

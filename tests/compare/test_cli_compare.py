@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from trace_gym.cli import compare as cli
+
+
+def _parse(argv):
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    cli.register(sub)
+    return parser.parse_args(["compare", *argv])
+
+
+def test_flags_build_the_config(tmp_path):
+    conf = tmp_path / "c.json"
+    conf.write_text(json.dumps({"budget": 32, "trials": 3, "gen": {"max_new_tokens": 64, "temperature": 0.5}}))
+    args = _parse(["--config", str(conf), "--target", "trace/tau2-airline-v0", "--model", "tiny", "--budget", "16",
+                   "--methods", "base,gepa", "--env", "max_steps=20", "--gen", "temperature=1.0",
+                   "--train", "num_generations=2", "--survey", "retail,airline", "--set", "gepa_val=3"])
+    cfg = cli.build_config(args)
+    assert (cfg.target, cfg.model, cfg.budget, cfg.trials) == ("trace/tau2-airline-v0", "tiny", 16, 3)
+    assert cfg.methods == ["base", "gepa"] and cfg.env_kwargs == {"max_steps": 20}
+    assert cfg.gen == {"max_new_tokens": 64, "temperature": 1.0}  # the flag overrides one key of the file's mapping
+    assert cfg.train["num_generations"] == 2 and cfg.train["lora_r"] == 16  # defaults kept
+    assert cfg.survey_domains == ["retail", "airline"] and cfg.gepa_val == 3
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env", "max_steps"], "KEY=VALUE"),
+    (["--methods", "base,nope"], "unknown method"),
+    (["--set", "nope=1"], "unknown compare config"),
+])
+def test_bad_flags_are_clear_errors(argv, message, capsys):
+    assert cli._run(_parse(argv)) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_redraw_rebuilds_table_and_plot_from_json(tmp_path, capsys):
+    ev = {"env_id": "x", "policy": "p", "trials": 1, "n_tasks": 2, "rollouts": 0, "wall_s": 1.0, "mean_reward": 0.5,
+          "pass_hat_k": {"1": {"k": 1, "value": 0.5, "low": 0.0, "high": 1.0, "n_tasks": 2}},
+          "groups": {}, "results": {"a": [True], "b": [False]}, "rewards": {"a": [1.0], "b": [0.0]}}
+    doc = {"format": "trace-gym/compare@1", "target": "trace/tau2-mock-v0", "budget": 8,
+           "methods": {"base": {"rollouts": 0, "budget": 8, "eval": ev, "note": "base model"},
+                       "gepa": {"rollouts": 8, "budget": 8, "eval": ev, "note": "GEPA-optimized instruction"}}}
+    (tmp_path / "compare.json").write_text(json.dumps(doc))
+    assert cli._run(_parse(["--redraw", str(tmp_path)])) == 0
+    text = (tmp_path / "compare.md").read_text()
+    assert "| GEPA | 8 | 0.500 [0.000, 1.000] |" in text
+    assert (tmp_path / "compare.png").stat().st_size > 0
+    assert cli._run(_parse(["--redraw", str(tmp_path / "missing")])) == 2

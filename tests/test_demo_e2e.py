@@ -1,0 +1,62 @@
+"""The whole demo loop with the tiny random-weight model: every stage runs, writes its
+artifacts and a summary, and a second run resumes every stage instead of redoing it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("trl")
+pytest.importorskip("peft")
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+
+def test_demo_tiny_end_to_end_and_resume(tmp_path):
+    from rich.console import Console
+
+    from trace_gym.cli import main
+    from trace_gym.datadirs import DataDirError, tau2_data_dir
+    from trace_gym.demo import DemoConfig, run_demo
+    from trace_gym.policies.hf import ModelUnavailableError, smollm2_gguf_path
+
+    try:
+        tau2_data_dir()
+        smollm2_gguf_path()  # the tiny model borrows SmolLM2's tokenizer
+    except (DataDirError, ModelUnavailableError) as exc:
+        pytest.skip(str(exc))
+    out = tmp_path / "demo"
+    cfg = DemoConfig.for_run(out=out, model="tiny")
+    summary = run_demo(cfg, Console(record=True, width=120))
+    stages = {s["stage"]: s for s in summary["stages"]}
+    assert list(stages) == ["rollouts", "analysis", "synthesis", "training", "routing", "evaluation"]
+    assert not any(s["resumed"] for s in stages.values())
+
+    agents = stages["rollouts"]["found"]["by_agent"]
+    assert agents["tiny"]["episodes"] == cfg.base_tasks
+    assert agents["flawed-scripted:faithful"]["passed"] == cfg.scripted_tasks
+    assert agents["flawed-scripted:wrong-payment"]["passed"] == 0
+    assert "refund-policy-compliance" in stages["analysis"]["found"]["selected"]
+    assert (out / "analysis" / "capabilities.png").exists()
+
+    [env] = stages["synthesis"]["found"]["envs"]
+    assert env["reference_mean_reward"] == 1.0  # the synthesized env is solvable
+    [adapter] = stages["training"]["found"]["adapters"]
+    assert (out / "adapters" / adapter["name"] / "adapter_model.safetensors").exists()
+    manifest = json.loads((out / "adapters" / "manifest.json").read_text())
+    assert [a["name"] for a in manifest["adapters"]] == [adapter["name"]]
+    assert (out / "adapters" / "router_index.json").exists()
+    assert 0 <= stages["routing"]["found"]["accuracy"] <= 1 and stages["routing"]["found"]["n"] == stages["rollouts"]["found"]["episodes"]
+    ev = stages["evaluation"]["found"]
+    assert set(ev) >= {"base", "routed"} and (out / "eval" / "comparison.png").exists()
+    written = json.loads((out / "summary.json").read_text())
+    assert written["verdict"] == summary["verdict"] and written["verdict"]
+
+    # A second run (through the command line) skips every finished stage.
+    before = (out / "rollouts" / "trajectories.jsonl").read_bytes()
+    assert main(["demo", "--model", "tiny", "--out", str(out)]) == 0
+    again = json.loads((out / "summary.json").read_text())
+    assert all(s["resumed"] for s in again["stages"])
+    assert (out / "rollouts" / "trajectories.jsonl").read_bytes() == before

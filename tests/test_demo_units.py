@@ -1,0 +1,58 @@
+"""Small pieces of the demo: sizes, the verdict sentence, the context guard, stage records."""
+
+from __future__ import annotations
+
+import pytest
+
+from trace_gym.demo import DemoConfig, verdict
+
+
+def test_sizes_and_bad_model():
+    real, fast, tiny = DemoConfig.for_run(), DemoConfig.for_run(fast=True), DemoConfig.for_run(model="tiny")
+    assert fast.base_tasks < real.base_tasks and tiny.train_steps <= fast.train_steps <= real.train_steps
+    assert 1 <= real.max_adapters <= 2 and real.env_kwargs == {"unjudged_nl": "ignore"}
+    with pytest.raises(ValueError, match="model must be one of"):
+        DemoConfig(model="gpt")
+
+
+def test_verdict_says_what_happened():
+    base = {"mean_reward": 0.25, "pass^1": 0.25}
+    assert "improved" in verdict({"base": base, "routed": {"mean_reward": 0.5, "pass^1": 0.5}})
+    same = verdict({"base": base, "routed": dict(base)})
+    assert same.startswith("no improvement") and "0.250" in same
+    assert "worse" in verdict({"base": base, "routed": {"mean_reward": 0.0, "pass^1": 0.0}})
+    assert "only the base model" in verdict({"base": base})
+
+
+class _Inner:
+    policy_id = "inner"
+    accepts_seeds = True
+
+    def __init__(self, hf):
+        self.base, self.calls = hf, []
+
+    def act_batch(self, requests, seeds=None):
+        self.calls.append(len(requests))
+        return [f"ok {s}" for s in seeds]
+
+
+def test_context_guard_gives_up_only_on_overlong_requests():
+    pytest.importorskip("torch")
+    from trace_gym.demo.guard import GIVE_UP, ContextGuard
+    from trace_gym.policies.hf import HFPolicy, ModelUnavailableError, tiny_test_model
+
+    try:
+        model, tok = tiny_test_model(0)
+    except ModelUnavailableError as exc:
+        pytest.skip(str(exc))
+    model.config.max_position_embeddings = 64
+    inner = _Inner(HFPolicy(model, tok, max_new_tokens=8, greedy=True))
+    guard = ContextGuard(inner)
+    short = ([{"role": "user", "content": "hi"}], [])
+    long = ([{"role": "user", "content": "word " * 200}], [])
+    assert guard.act_batch([short, long, short], seeds=[1, 2, 3]) == ["ok 1", GIVE_UP, "ok 3"]
+    assert inner.calls == [2] and guard.fired == 1
+    assert guard.act(*long) == GIVE_UP and guard.fired == 2
+    assert guard.policy_id == "inner"
+    guard.policy_id = "renamed"
+    assert inner.policy_id == "renamed"

@@ -1,0 +1,137 @@
+"""``trace-gym compare``: TRACE vs GRPO-on-target vs GEPA (and the base model) at an equal rollout budget.
+
+Writes ``compare.json`` (everything needed to redraw), ``compare.md`` and
+``compare.png`` under ``--out``; with ``--budgets`` one run per budget under
+``<out>/B<budget>/`` plus ``scaling.json``/``scaling.md``/``scaling.png``.  A killed run
+continues where it stopped when started again with the same arguments.
+``--redraw DIR`` rebuilds the table and plot from the stored JSON only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="TRACE vs GRPO and GEPA baselines at an equal rollout budget")
+    p.add_argument("--target", default=None, help="target env id (default trace/tau2-retail-v0), or 'auto' with --survey")
+    p.add_argument("--model", default=None, help="tiny | smollm2 | hf:NAME | a model folder | openai:URL#MODEL (no training)")
+    p.add_argument("--budget", type=int, default=None, help="rollout budget B per method (default 64)")
+    p.add_argument("--budgets", default=None, help="scaling mode: comma-separated budgets, e.g. 16,32,64")
+    p.add_argument("--trials", type=int, default=None, help="trials K per held-out task (default 2)")
+    p.add_argument("--methods", default=None, help="comma-separated subset of base,grpo,gepa,trace,single")
+    p.add_argument("--out", default=None, help="output folder (default runs/compare)")
+    p.add_argument("--n-train-tasks", type=int, default=None, help="use the first N train tasks (seeded order)")
+    p.add_argument("--n-test-tasks", type=int, default=None, help="evaluate on the first N held-out tasks")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--eval-seed", type=int, default=None, help="seed of trial 0 on the held-out tasks (default 1000)")
+    p.add_argument("--survey", default=None, metavar="DOMAINS",
+                   help="first report base success per τ² domain and split, e.g. retail,airline,telecom")
+    p.add_argument("--survey-tasks", type=int, default=None, help="tasks per domain and split in the survey (default 5)")
+    p.add_argument("--reflection", default=None, help="GEPA's reflection model as a policy spec (default: the base model)")
+    p.add_argument("--max-train-steps", type=int, default=None, help="cap on optimizer steps per trained adapter")
+    p.add_argument("--batch-size", type=int, default=None, help="episodes played in lock step during evaluation")
+    p.add_argument("--env", action="append", metavar="KEY=VALUE", help="target env kwarg (repeatable), e.g. max_steps=30")
+    p.add_argument("--cap-env", action="append", metavar="KEY=VALUE", help="capability env kwarg (repeatable)")
+    p.add_argument("--gen", action="append", metavar="KEY=VALUE", help="generation setting (max_new_tokens, temperature, ...)")
+    p.add_argument("--train", action="append", metavar="KEY=VALUE", help="trainer setting (num_generations, learning_rate, ...)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="any other compare config field")
+    p.add_argument("--config", default=None, help="a JSON or YAML file of compare config fields (flags override it)")
+    p.add_argument("--redraw", default=None, metavar="DIR", help="only rebuild the table and plot from DIR's JSON")
+    p.set_defaults(func=_run)
+
+
+def _kv(items: list[str] | None, flag: str) -> dict[str, Any]:
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{flag} expects KEY=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{flag} {key}: cannot parse {raw!r}: {exc}") from None
+    return out
+
+
+def build_config(args: argparse.Namespace):
+    """The :class:`~trace_gym.compare.pipeline.CompareConfig` the flags describe."""
+    import yaml
+
+    from trace_gym.compare.pipeline import CompareConfig
+
+    data: dict[str, Any] = {}
+    if args.config:
+        text = Path(args.config).read_text(encoding="utf-8")
+        data = json.loads(text) if args.config.endswith(".json") else (yaml.safe_load(text) or {})
+        if not isinstance(data, dict):
+            raise ValueError(f"{args.config}: expected a mapping of config fields")
+    simple = {"target": args.target, "model": args.model, "budget": args.budget, "trials": args.trials, "out": args.out,
+              "n_train_tasks": args.n_train_tasks, "n_test_tasks": args.n_test_tasks, "seed": args.seed,
+              "eval_seed": args.eval_seed, "survey_tasks": args.survey_tasks, "reflection": args.reflection,
+              "max_train_steps": args.max_train_steps, "batch_size": args.batch_size}
+    data.update({k: v for k, v in simple.items() if v is not None})
+    if args.methods:
+        data["methods"] = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if args.survey:
+        data["survey_domains"] = [d.strip() for d in args.survey.split(",") if d.strip()]
+    for flag, attr, name in (("--env", "env", "env_kwargs"), ("--cap-env", "cap_env", "cap_env_kwargs"),
+                             ("--gen", "gen", "gen"), ("--train", "train", "train")):
+        extra = _kv(getattr(args, attr), flag)
+        if extra:
+            base = dict(data.get(name) or getattr(CompareConfig(), name))
+            base.update(extra)
+            data[name] = base
+    data.update(_kv(args.set, "--set"))
+    return CompareConfig.from_dict(data).validate()
+
+
+def _run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    console = Console()
+    err = Console(stderr=True)
+    if args.redraw:
+        from trace_gym.compare.report import redraw
+
+        try:
+            paths = redraw(args.redraw)
+        except (OSError, ValueError, KeyError) as exc:
+            err.print(f"[red]error:[/red] cannot redraw from {args.redraw}: {exc}")
+            return 2
+        console.print(f"wrote {paths['markdown']}" + (f" and {paths['plot']}" if paths["plot"] else ""))
+        return 0
+    try:
+        cfg = build_config(args)
+        budgets = [int(b) for b in args.budgets.split(",") if b.strip()] if args.budgets else None
+    except (ValueError, TypeError, OSError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+
+    from trace_gym.compare.pipeline import run_compare, run_scaling
+    from trace_gym.compare.report import rich_table
+
+    def log(msg: str) -> None:
+        err.print(f"[dim]{msg}[/dim]")
+
+    try:
+        if budgets:
+            doc = run_scaling(cfg, budgets, log=log)
+            for run in doc["runs"]:
+                console.print(rich_table({"target": doc["target"], "budget": run["budget"], "methods": run["methods"]}))
+            console.print(f"wrote {Path(cfg.out) / 'scaling.json'}, scaling.md and scaling.png")
+        else:
+            doc = run_compare(cfg, log=log)
+            console.print(rich_table(doc))
+            console.print(f"wrote {Path(cfg.out) / 'compare.json'}, compare.md and compare.png")
+    except (ValueError, FileNotFoundError) as exc:
+        err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}")
+        return 1
+    return 0

@@ -1,0 +1,37 @@
+"""``trace-gym demo``: the full TRACE loop offline (see :mod:`trace_gym.demo`)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="run the whole TRACE loop offline on CPU (rollouts → analysis → envs → adapters → routing → eval)")
+    p.add_argument("--out", default="runs/demo", help="output folder (default runs/demo); rerunning resumes")
+    p.add_argument("--domain", default="retail", choices=["retail"], help="τ²-bench target domain (default retail)")
+    p.add_argument("--fast", action="store_true", help="smaller sizes (about half the time)")
+    p.add_argument("--model", default="smollm2", choices=["smollm2", "tiny"],
+                   help="smollm2 (SmolLM2-135M-Instruct) or tiny (random weights, plumbing check in about a minute)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from rich.console import Console
+
+    from trace_gym.datadirs import DataDirError
+    from trace_gym.demo import DemoConfig, run_demo
+    from trace_gym.policies.hf import ModelUnavailableError
+
+    console = Console()
+    cfg = DemoConfig.for_run(out=args.out, domain=args.domain, model=args.model, fast=args.fast, seed=args.seed)
+    try:
+        run_demo(cfg, console)
+    except (DataDirError, ModelUnavailableError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    return 0

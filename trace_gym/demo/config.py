@@ -1,0 +1,78 @@
+"""How big each stage of the demo is, for the real model and for the tiny test model."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DemoConfig", "MODELS"]
+
+MODELS = ("smollm2", "tiny")
+
+
+@dataclass
+class DemoConfig:
+    """Sizes chosen so the loop fits ~15 minutes on an otherwise idle 2-core CPU with SmolLM2-135M (``--fast``: less).
+
+    Every model episode on a τ²-bench target re-reads a prompt of over 5,000 tokens each
+    turn, so the model-facing sizes are small; the scripted agent's episodes cost nothing.
+    """
+
+    out: Path = Path("runs/demo")
+    domain: str = "retail"
+    model: str = "smollm2"  # smollm2 | tiny
+    seed: int = 0
+    # 1. rollouts on the target (train split)
+    scripted_tasks: int = 8       # tasks the flawed scripted agent plays (every variant on each; cheap)
+    base_tasks: int = 2           # of those, how many the model plays (τ² prompts are ~5k tokens: costly on CPU)
+    env_max_steps: int = 6        # τ² orchestrator steps per model episode (agent + user + tool turns)
+    max_new_tokens: int = 64
+    temperature: float = 0.7
+    batch_size: int = 2
+    # 3. calibration of each synthesized env
+    calib_seeds: int = 1
+    calib_samples: int = 2
+    cap_max_steps: int = 4        # capability-env steps per episode for the model
+    # 4. training
+    max_adapters: int = 1
+    train_steps: int = 2
+    group_size: int = 4
+    train_tokens_per_turn: int = 48
+    train_completion_tokens: int = 256
+    learning_rate: float = 5e-5
+    lora_r: int = 8
+    # 5. routing
+    router_seeds: int = 6
+    # 6. evaluation on held-out tasks (test split)
+    eval_tasks: int = 2
+    eval_trials: int = 2
+    env_kwargs: dict[str, Any] = field(default_factory=lambda: {"unjudged_nl": "ignore"})
+
+    def __post_init__(self) -> None:
+        self.out = Path(self.out)
+        if self.model not in MODELS:
+            raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
+
+    @classmethod
+    def for_run(cls, *, out: str | Path = "runs/demo", domain: str = "retail", model: str = "smollm2", fast: bool = False,
+                seed: int = 0) -> DemoConfig:
+        cfg = cls(out=Path(out), domain=domain, model=model, seed=seed)
+        if fast:
+            cfg.scripted_tasks, cfg.base_tasks, cfg.env_max_steps = 6, 1, 4
+            cfg.calib_samples, cfg.cap_max_steps = 2, 3
+            cfg.train_steps, cfg.group_size = 1, 2
+            cfg.router_seeds, cfg.eval_tasks = 4, 1
+        if model == "tiny":  # plumbing only: minimal sizes so a test runs the whole loop in about a minute
+            cfg.scripted_tasks, cfg.base_tasks, cfg.env_max_steps = 4, 2, 4
+            cfg.max_new_tokens, cfg.batch_size = 8, 2
+            cfg.calib_seeds, cfg.calib_samples, cfg.cap_max_steps = 1, 2, 4
+            cfg.max_adapters, cfg.train_steps, cfg.group_size = 1, 1, 2
+            cfg.train_tokens_per_turn, cfg.train_completion_tokens = 6, 48
+            cfg.router_seeds, cfg.eval_tasks, cfg.eval_trials = 3, 1, 2
+        return cfg
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["out"] = str(self.out)
+        return d
