@@ -29,6 +29,9 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/core_speed.py
+	$(BIN)/python benchmarks/tau2_speed.py
+	$(BIN)/python benchmarks/toolsandbox_speed.py
+	$(BIN)/python benchmarks/capability_envs_speed.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -14,6 +14,17 @@ pytest.importorskip("peft")
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """One intra-op thread: on a small shared CPU, threads spinning against each other slow the tiny model badly."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def test_demo_tiny_end_to_end_and_resume(tmp_path):
     from rich.console import Console
 

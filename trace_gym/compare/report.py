@@ -117,6 +117,8 @@ def plot_methods(doc: dict[str, Any], path: str | Path) -> Path | None:
     vals = [r["pass1"]["value"] for r in rows]
     err = [[v - r["pass1"]["low"] for v, r in zip(vals, rows, strict=True)], [r["pass1"]["high"] - v for v, r in zip(vals, rows, strict=True)]]
     ax.bar(xs, vals, yerr=err, capsize=4, color="#4c72b0")
+    for x, r in zip(xs, rows, strict=True):  # the value is printed, so a score of 0 is visible too
+        ax.text(x, min(0.97, r["pass1"]["high"] + 0.02), f"{r['pass1']['value']:.3f}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(xs, [f"{r['label']}\n({r['rollouts']} rollouts)" for r in rows], fontsize=8)
     ax.set_ylim(0, 1)
     ax.set_ylabel("pass^1 on held-out tasks (95% CI)")

@@ -202,14 +202,14 @@ class ToolEnv(gym.Env[str, str]):
             self.messages.append({"role": "user", "name": FEEDBACK_NAME, "content": feedback})
             extra["action_error"] = parsed.error
         elif parsed.calls:
-            calls = parsed.tool_calls(start=self._call_counter)
-            self._call_counter += len(calls)
-            self.messages.append({"role": "assistant", "content": parsed.content, "tool_calls": [c.to_dict() for c in calls]})
-            for c in calls:
-                res = self._call_tool(c.name, c.arguments)
-                self.messages.append({"role": "tool", "tool_call_id": c.id, "name": c.name, "content": res.content})
+            tool_calls = parsed.openai_tool_calls(start=self._call_counter)
+            self._call_counter += len(tool_calls)
+            self.messages.append({"role": "assistant", "content": parsed.content, "tool_calls": tool_calls})
+            for tc, (name, arguments) in zip(tool_calls, parsed.calls, strict=True):
+                res = self._call_tool(name, arguments)
+                self.messages.append({"role": "tool", "tool_call_id": tc["id"], "name": name, "content": res.content})
                 if res.error:
-                    extra.setdefault("tool_errors", []).append(c.id)
+                    extra.setdefault("tool_errors", []).append(tc["id"])
             self._after_step()
         else:
             msg = {"role": "assistant", "content": parsed.content}

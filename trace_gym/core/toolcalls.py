@@ -48,6 +48,8 @@ _PYCALL_HEAD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\s*\(")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 
 _JSON_CALL_HELP = 'write a call as {"name": "<tool>", "arguments": {...}}'
+_CALL_KEYS = frozenset({"name", "arguments", "parameters", "id", "type"})
+_ARGS_ENCODER = json.JSONEncoder(ensure_ascii=False)  # same text as json.dumps(..., ensure_ascii=False)
 
 
 @dataclass(slots=True)
@@ -70,8 +72,19 @@ class ParsedAction:
     def tool_calls(self, start: int = 0, prefix: str = "call_") -> list[ToolCall]:
         return [ToolCall(f"{prefix}{start + i}", name, args) for i, (name, args) in enumerate(self.calls)]
 
+    def openai_tool_calls(self, start: int = 0, prefix: str = "call_") -> list[dict[str, Any]]:
+        """The calls as OpenAI ``tool_calls`` dicts, exactly ``[c.to_dict() for c in self.tool_calls(start, prefix)]``
+        (built directly: this runs on every step)."""
+        return [
+            {"id": f"{prefix}{start + i}", "type": "function",
+             "function": {"name": name, "arguments": _ARGS_ENCODER.encode(args)}}
+            for i, (name, args) in enumerate(self.calls)
+        ]
+
 
 def strip_reasoning(text: str) -> str:
+    if "think>" not in text:  # the common case: no reasoning to remove
+        return text
     text = _THINK_RE.sub("", text)
     if "</think>" in text:
         text = text.split("</think>")[-1]
@@ -87,7 +100,7 @@ def _call_from_obj(obj: Any, where: str) -> tuple[str, dict[str, Any]] | str:
     name = obj.get("name")
     if not isinstance(name, str) or not name:
         return f'{where}: the object has no string "name"; {_JSON_CALL_HELP}'
-    extra = set(obj) - {"name", "arguments", "parameters", "id", "type"}
+    extra = obj.keys() - _CALL_KEYS
     if extra:
         return f"{where}: unexpected keys {sorted(extra)} next to the call; put the tool's arguments inside \"arguments\""
     args: Any = obj.get("arguments", obj.get("parameters", {}))
@@ -195,7 +208,7 @@ def parse_action(action: str) -> ParsedAction:
     stripped = text.strip()
     if not stripped:
         return ParsedAction(error="empty action: send a message to the user or call a tool")
-    fence = _FENCE_RE.match(stripped)
+    fence = _FENCE_RE.match(stripped) if stripped.startswith("```") else None
     body = fence.group(1).strip() if fence else stripped
     if body.startswith("{") or body.startswith("[{") or (body.startswith("[") and body.endswith("]") and '"name"' in body):
         return _parse_json(body)

@@ -179,7 +179,7 @@ def tiny_test_model(seed: int = 0, *, hidden_size: int = 32, num_layers: int = 2
         num_hidden_layers=num_layers,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=4096,
+        max_position_embeddings=8192,  # as SmolLM2: capability-env prompts run ~5k tokens,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,

@@ -236,12 +236,37 @@ class BaseDb:
     _caches: dict[str, SerialCache] = field(default_factory=dict, repr=False)
     _hashes: dict[str, str] = field(default_factory=dict, repr=False)
     _indexes: dict[str, Any] = field(default_factory=dict, repr=False)
+    _record_ids: set[int] | None = field(default=None, repr=False)
+    _model_texts: dict[int, str] = field(default_factory=dict, repr=False)
 
     def cache(self, fmt: str) -> SerialCache:
         c = self._caches.get(fmt)
         if c is None:
             c = self._caches[fmt] = SerialCache(self.data, fmt, self.view)  # type: ignore[arg-type]
         return c
+
+    def model_text(self, record: Any) -> str | None:
+        """``json.dumps(record, default=str)`` if ``record`` is one of this database's records
+        (the values of its top-level dicts and lists), computed once; else ``None``.
+
+        Base records are never mutated and stay alive with the database, so their identity
+        is a safe cache key.
+        """
+        if self._record_ids is None:
+            ids: set[int] = set()
+            for value in self.data.values():
+                if isinstance(value, dict):
+                    ids.update(id(r) for r in value.values() if isinstance(r, (dict, list)))
+                elif isinstance(value, list):
+                    ids.update(id(r) for r in value if isinstance(r, (dict, list)))
+            self._record_ids = ids
+        key = id(record)
+        if key not in self._record_ids:
+            return None
+        text = self._model_texts.get(key)
+        if text is None:
+            text = self._model_texts[key] = json.dumps(record, default=str)
+        return text
 
 
 class DbState:
@@ -318,6 +343,7 @@ class DbState:
             if coll not in self.data:
                 raise AttributeError(f"'{self.model}' object has no attribute '{coll}'")
             if self._already_private(coll, key):
+                self.version = next(_VERSIONS)  # the caller may mutate it: memoised hashes are stale
                 return self.data[coll]
             self._log(coll, _MISSING, coll in self._copied)
             value = _copy_record(self.data[coll])
@@ -328,6 +354,7 @@ class DbState:
                 self._txn_owned.add((coll, key))
             return value
         if self._already_private(coll, key):
+            self.version = next(_VERSIONS)  # the caller may mutate it: memoised hashes are stale
             return self.data[coll][key]
         was = coll in self._copied
         container = self._container(coll)
@@ -614,14 +641,17 @@ class Tau2Environment:
         solo_mode: bool = False,
         data_dir: str | Path | None = None,
         uuid_source: Callable[[], str] | None = None,
+        db: dict[str, Any] | None = None,
     ):
+        """``db`` replaces the domain's database for this environment (same layout as the data
+        file; e.g. a synthetic database); it is normalised like the data file."""
         self.data = domain if isinstance(domain, DomainData) else load_domain(domain, data_dir)
         self.spec = self.data.spec
         if solo_mode and self.spec.solo_error is not None:
             raise ValueError(self.spec.solo_error)
         self.solo_mode = solo_mode
         self.new_uuid_hex: Callable[[], str] = uuid_source or corpus_uuid_source()
-        self.db = DbState(self.data.db)
+        self.db = DbState(self.data.db if db is None else self.data.base_from(self.spec.normalise_db(db)))
         self.user_db: DbState | None = DbState(self.data.user_db) if self.data.user_db is not None else None
         self.tools = self.spec.tools_cls(self, self.db)
         self.user_tools: Toolkit | None = (
@@ -728,9 +758,25 @@ class Tau2Environment:
         except Exception as exc:  # every failure becomes an error result, as in tau2
             return ToolResult(f"Error: {exc}", True)
         try:
-            return ToolResult(to_json_str(value), False)
+            return ToolResult(self._result_text(value), False)
         except Exception as exc:
             return ToolResult(f"Error: {exc}", True)
+
+    def _result_text(self, value: Any) -> str:
+        """``to_json_str(value)``, reusing the cached text of unchanged database records for a
+        model or a list of models (the usual results of read tools)."""
+        if isinstance(value, Model):
+            return self._model_text(value.data)
+        if isinstance(value, list) and value and all(isinstance(v, Model) for v in value):
+            # json.dumps of a list joins its items' texts with ", "
+            return "[" + ", ".join(self._model_text(v.data) for v in value) + "]"
+        return to_json_str(value)
+
+    def _model_text(self, data: Any) -> str:
+        text = self.db._base.model_text(data)
+        if text is None and self.user_db is not None and self.user_db is not self.db:
+            text = self.user_db._base.model_text(data)
+        return json.dumps(data, default=str) if text is None else text
 
     def sync_tools(self) -> None:
         if self.spec.sync is not None:

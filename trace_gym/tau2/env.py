@@ -504,17 +504,18 @@ class Tau2Env(ToolEnv):
                 extra["note"] = "`done` ends the episode: the other calls in this action were not executed"
             self._check_limits()
         elif parsed.calls:
-            calls = parsed.tool_calls(start=self._call_counter)
-            self._call_counter += len(calls)
-            self.messages.append({"role": "assistant", "content": parsed.content, "tool_calls": [c.to_dict() for c in calls]})
-            t_calls = [{"id": c.id, "name": c.name, "arguments": c.arguments, "requestor": "assistant"} for c in calls]
+            tool_calls = parsed.openai_tool_calls(start=self._call_counter)
+            self._call_counter += len(tool_calls)
+            self.messages.append({"role": "assistant", "content": parsed.content, "tool_calls": tool_calls})
+            t_calls = [{"id": tc["id"], "name": name, "arguments": arguments, "requestor": "assistant"}
+                       for tc, (name, arguments) in zip(tool_calls, parsed.calls, strict=True)]
             self._traj.append({"role": "assistant", "content": None, "tool_calls": t_calls})
             self._tau2_steps += 1
             results = self._run_calls(t_calls, "assistant")
-            for c, r in zip(calls, results, strict=True):
-                self.messages.append({"role": "tool", "tool_call_id": c.id, "name": c.name, "content": r["content"]})
+            for tc, r in zip(t_calls, results, strict=True):
+                self.messages.append({"role": "tool", "tool_call_id": tc["id"], "name": tc["name"], "content": r["content"]})
                 if r["error"]:
-                    extra.setdefault("tool_errors", []).append(c.id)
+                    extra.setdefault("tool_errors", []).append(tc["id"])
             self._check_limits()
         else:
             text = parsed.content or ""

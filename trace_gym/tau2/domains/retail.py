@@ -42,6 +42,21 @@ def _is_gift_card(method: dict[str, Any]) -> bool:
     return method.get("source") == "gift_card"
 
 
+def _index_users_by_name(data: dict[str, Any]) -> dict[tuple[str, str], list[str]]:
+    index: dict[tuple[str, str], list[str]] = {}
+    for user_id, user in data["users"].items():
+        key = (user["name"]["first_name"].lower(), user["name"]["last_name"].lower())
+        index.setdefault(key, []).append(user_id)
+    return index
+
+
+def _index_users_by_email(data: dict[str, Any]) -> dict[str, list[str]]:
+    index: dict[str, list[str]] = {}
+    for user_id, user in data["users"].items():
+        index.setdefault(user["email"].lower(), []).append(user_id)
+    return index
+
+
 class RetailTools(Toolkit):
     """Agent tools of the retail domain (no user tools)."""
 
@@ -146,7 +161,16 @@ class RetailTools(Toolkit):
 
     @tool("read")
     def find_user_id_by_name_zip(self, first_name: str, last_name: str, zip: str) -> str:  # noqa: A002
-        for user_id, user in self.db.users.items():
+        users = self.db.users
+        if isinstance(first_name, str) and isinstance(last_name, str):
+            # names never change: scan only the users with this name (addresses may change)
+            by_name = self.db.base_index("users_by_name", _index_users_by_name)
+            candidates = [u for u in by_name.get((first_name.lower(), last_name.lower()), ()) if u in users]
+            for user_id in candidates:
+                if users[user_id]["address"]["zip"] == zip:
+                    return user_id
+            raise ValueError("User not found")
+        for user_id, user in users.items():
             name = user["name"]
             if (
                 name["first_name"].lower() == first_name.lower()
@@ -158,6 +182,12 @@ class RetailTools(Toolkit):
 
     @tool("read")
     def find_user_id_by_email(self, email: str) -> str:
+        if isinstance(email, str):
+            by_email = self.db.base_index("users_by_email", _index_users_by_email)
+            for user_id in by_email.get(email.lower(), ()):
+                if user_id in self.db.users:
+                    return user_id
+            raise ValueError("User not found")
         for user_id, user in self.db.users.items():
             if user["email"].lower() == email.lower():
                 return user_id
