@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_text", "atomic_write_bytes", "atomic_write_json", "sha256_file"]
+__all__ = ["atomic_write_text", "atomic_write_bytes", "atomic_write_json", "save_figure", "sha256_file"]
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
@@ -46,3 +46,15 @@ def sha256_file(path: str | Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
+    """Save a matplotlib figure atomically as PNG and close it."""
+    import io as _io
+
+    import matplotlib.pyplot as plt
+
+    buf = _io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    return atomic_write_bytes(path, buf.getvalue())

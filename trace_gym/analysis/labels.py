@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 __all__ = ["Capability", "Label", "LabelRun", "LabelValue", "Evidence"]
 
 
-class LabelValue(str, Enum):
+class LabelValue(StrEnum):
     NA = "NA"            # the capability was not needed in this trajectory
     PRESENT = "PRESENT"  # needed and exercised correctly
     LACKING = "LACKING"  # needed and not exercised (or exercised wrongly)

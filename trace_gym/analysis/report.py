@@ -59,10 +59,6 @@ def plot_capabilities(doc: dict[str, Any], path: str | Path) -> Path | None:
     ax2.set_xlabel("selection frequency (runs passed / N)")
     ax2.set_title("selection")
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    from ..io import save_figure
+
+    return save_figure(fig, path)

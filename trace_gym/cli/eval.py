@@ -59,7 +59,7 @@ def _run(args: argparse.Namespace) -> int:
         with Progress(console=console) as progress:
             bar = progress.add_task(f"{spec}", total=len(tasks) * args.trials)
             rep = evaluate(args.env, policy, tasks, args.trials, store=folder / "episodes.jsonl", base_seed=args.seed,
-                           env_kwargs=env_kwargs, on_episode=lambda _t: progress.advance(bar))
+                           env_kwargs=env_kwargs, on_episode=lambda _t, p=progress, b=bar: p.advance(b))
         doc = rep.to_dict()
         doc["spec"] = spec
         if hasattr(policy, "decisions"):

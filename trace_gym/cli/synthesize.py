@@ -74,7 +74,7 @@ def _calibrate(args, ids, paths, console) -> None:
     for env_id, path in zip(ids, paths, strict=True):
         with Progress(console=console) as progress:
             bar = progress.add_task(f"calibrating {env_id}", total=None)
-            tick = lambda: progress.advance(bar)  # noqa: E731
+            tick = lambda p=progress, b=bar: p.advance(b)  # noqa: E731
             if args.tune:
                 knobs, res, trace = tune(env_id, policy, seeds, args.samples, (0.2, 0.6), on_episode=tick)
                 doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))

@@ -59,7 +59,7 @@ def plot_comparison(reports: list[dict[str, Any]], path: str | Path) -> Path | N
     for i, r in enumerate(reports):
         xs = [int(k) + (i - (len(reports) - 1) / 2) * width for k in ks]
         vals = [r["pass_hat_k"][k]["value"] for k in ks]
-        err = [[v - r["pass_hat_k"][k]["low"] for v, k in zip(vals, ks)], [r["pass_hat_k"][k]["high"] - v for v, k in zip(vals, ks)]]
+        err = [[v - r["pass_hat_k"][k]["low"] for v, k in zip(vals, ks, strict=True)], [r["pass_hat_k"][k]["high"] - v for v, k in zip(vals, ks, strict=True)]]
         ax.bar(xs, vals, width, yerr=err, capsize=3, label=r["policy"])
     ax.set_xticks([int(k) for k in ks], [f"pass^{k}" for k in ks])
     ax.set_ylim(0, 1)
@@ -67,10 +67,6 @@ def plot_comparison(reports: list[dict[str, Any]], path: str | Path) -> Path | N
     ax.set_title(reports[0]["env_id"])
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    from ..io import save_figure
+
+    return save_figure(fig, path)
