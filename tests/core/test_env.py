@@ -60,4 +60,4 @@ def test_render_modes():
     assert "[user]" in text and "[assistant]\nhello" in text
     assert render_messages([]) == ""
     with pytest.raises(ValueError, match="render_mode"):
-        gym.make("trace-test/counter-v0", render_mode="rgb_array").unwrapped
+        gym.make("trace-test/counter-v0", render_mode="rgb_array")

@@ -24,7 +24,7 @@ def test_errors():
 def test_pass_hat_k_decreases_in_k_and_interval_brackets(results):
     vals = [pass_hat_k(results, k) for k in range(1, 5)]
     assert all(0 <= v <= 1 for v in vals)
-    assert all(a >= b - 1e-12 for a, b in zip(vals, vals[1:]))
+    assert all(a >= b - 1e-12 for a, b in zip(vals, vals[1:], strict=False))
     ci = bootstrap_pass_hat_k(results, 1, n_boot=200, seed=1)
     assert ci.low - 1e-12 <= ci.value <= ci.high + 1e-12
     assert ci == bootstrap_pass_hat_k(results, 1, n_boot=200, seed=1)
