@@ -9,7 +9,9 @@ from trace_gym.demo import DemoConfig, verdict
 
 def test_sizes_and_bad_model():
     real, fast, tiny = DemoConfig.for_run(), DemoConfig.for_run(fast=True), DemoConfig.for_run(model="tiny")
-    assert fast.base_tasks < real.base_tasks and tiny.train_steps <= fast.train_steps <= real.train_steps
+    assert fast.base_tasks < real.base_tasks and fast.train_steps <= real.train_steps
+    assert tiny.max_new_tokens < real.max_new_tokens and tiny.train_steps <= real.train_steps
+    assert 2 <= real.group_size and real.group_size <= 4 and 2 <= real.train_steps <= 4
     assert 1 <= real.max_adapters <= 2 and real.env_kwargs == {"unjudged_nl": "ignore"}
     with pytest.raises(ValueError, match="model must be one of"):
         DemoConfig(model="gpt")

@@ -48,6 +48,7 @@ _PYCALL_HEAD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\s*\(")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 
 _JSON_CALL_HELP = 'write a call as {"name": "<tool>", "arguments": {...}}'
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 _CALL_KEYS = frozenset({"name", "arguments", "parameters", "id", "type"})
 _ARGS_ENCODER = json.JSONEncoder(ensure_ascii=False)  # same text as json.dumps(..., ensure_ascii=False)
 
@@ -162,7 +163,10 @@ def _literal(node: ast.AST) -> Any:
         return [_literal(e) for e in node.elts]
     if isinstance(node, ast.Dict):
         return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values, strict=True)}  # type: ignore[arg-type]
-    return ast.literal_eval(node)
+    value = ast.literal_eval(node)
+    if type(value) not in _JSON_SCALARS:  # sets, bytes, complex numbers, ...: no JSON spelling
+        raise ValueError(f"{type(value).__name__} is not a JSON value")
+    return value
 
 
 def _parse_python(text: str) -> ParsedAction | None:

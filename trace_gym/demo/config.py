@@ -15,8 +15,10 @@ MODELS = ("smollm2", "tiny")
 class DemoConfig:
     """Sizes chosen so the loop fits ~15 minutes on an otherwise idle 2-core CPU with SmolLM2-135M (``--fast``: less).
 
-    Every model episode on a τ²-bench target re-reads a prompt of over 5,000 tokens each
-    turn, so the model-facing sizes are small; the scripted agent's episodes cost nothing.
+    Every model turn re-reads a prompt of over 5,000 tokens (policy text and tool list);
+    one such forward pass of SmolLM2-135M costs about 50 CPU-seconds, and a training
+    sequence roughly three times that.  The budget is therefore ~30 model turns in all,
+    and the model-facing sizes below are small; the scripted agent's episodes cost nothing.
     """
 
     out: Path = Path("runs/demo")
@@ -24,28 +26,29 @@ class DemoConfig:
     model: str = "smollm2"  # smollm2 | tiny
     seed: int = 0
     # 1. rollouts on the target (train split)
-    scripted_tasks: int = 8       # tasks the flawed scripted agent plays (every variant on each; cheap)
-    base_tasks: int = 2           # of those, how many the model plays (τ² prompts are ~5k tokens: costly on CPU)
-    env_max_steps: int = 6        # τ² orchestrator steps per model episode (agent + user + tool turns)
+    scripted_tasks: int = 8       # tasks the flawed scripted agent plays (every variant on each; costs nothing)
+    base_tasks: int = 2           # of those, how many the model plays
+    env_max_steps: int = 4        # τ² orchestrator steps per model episode (agent + user + tool turns)
     max_new_tokens: int = 64
     temperature: float = 0.7
     batch_size: int = 2
     # 3. calibration of each synthesized env
     calib_seeds: int = 1
     calib_samples: int = 2
-    cap_max_steps: int = 4        # capability-env steps per episode for the model
+    cap_max_steps: int = 2        # capability-env steps per model episode
     # 4. training
     max_adapters: int = 1
     train_steps: int = 2
-    group_size: int = 4
+    group_size: int = 2
+    train_max_turns: int = 1      # agent turns per training rollout
     train_tokens_per_turn: int = 48
-    train_completion_tokens: int = 256
+    train_completion_tokens: int = 128
     learning_rate: float = 5e-5
     lora_r: int = 8
     # 5. routing
     router_seeds: int = 6
     # 6. evaluation on held-out tasks (test split)
-    eval_tasks: int = 2
+    eval_tasks: int = 1
     eval_trials: int = 2
     env_kwargs: dict[str, Any] = field(default_factory=lambda: {"unjudged_nl": "ignore"})
 
@@ -59,15 +62,15 @@ class DemoConfig:
                 seed: int = 0) -> DemoConfig:
         cfg = cls(out=Path(out), domain=domain, model=model, seed=seed)
         if fast:
-            cfg.scripted_tasks, cfg.base_tasks, cfg.env_max_steps = 6, 1, 4
-            cfg.calib_samples, cfg.cap_max_steps = 2, 3
-            cfg.train_steps, cfg.group_size = 1, 2
-            cfg.router_seeds, cfg.eval_tasks = 4, 1
+            cfg.scripted_tasks, cfg.base_tasks, cfg.env_max_steps = 6, 1, 2
+            cfg.calib_samples, cfg.cap_max_steps = 1, 1
+            cfg.train_steps = 1
+            cfg.router_seeds = 4
         if model == "tiny":  # plumbing only: minimal sizes so a test runs the whole loop in about a minute
             cfg.scripted_tasks, cfg.base_tasks, cfg.env_max_steps = 4, 2, 4
             cfg.max_new_tokens, cfg.batch_size = 8, 2
             cfg.calib_seeds, cfg.calib_samples, cfg.cap_max_steps = 1, 2, 4
-            cfg.max_adapters, cfg.train_steps, cfg.group_size = 1, 1, 2
+            cfg.max_adapters, cfg.train_steps, cfg.group_size, cfg.train_max_turns = 1, 1, 2, 2
             cfg.train_tokens_per_turn, cfg.train_completion_tokens = 6, 48
             cfg.router_seeds, cfg.eval_tasks, cfg.eval_trials = 3, 1, 2
         return cfg

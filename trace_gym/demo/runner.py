@@ -22,20 +22,23 @@ def _record_path(cfg: DemoConfig, name: str) -> Path:
     return cfg.out / "stages" / f"{name}.json"
 
 
-def _load_record(cfg: DemoConfig, name: str) -> dict[str, Any] | None:
-    """A finished stage's record, if its artifacts are all still there and the sizes match."""
+def _load_record(cfg: DemoConfig, name: str) -> tuple[dict[str, Any] | None, str]:
+    """A finished stage's record when its sizes match and its artifacts are all still there;
+    else ``None`` and why the stage has to run."""
     path = _record_path(cfg, name)
     if not path.exists():
-        return None
+        return None, "not run yet"
     try:
         rec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
+    except (OSError, json.JSONDecodeError) as exc:
+        return None, f"unreadable record {path} ({exc})"
     if rec.get("config") != cfg.to_dict():
-        return None
-    if not all(Path(a).exists() or (cfg.out.parent / a).exists() for a in rec.get("artifacts", [])):
-        return None
-    return rec
+        changed = sorted(k for k, v in cfg.to_dict().items() if (rec.get("config") or {}).get(k) != v)
+        return None, f"settings changed since the last run: {', '.join(changed)}"
+    missing = [a for a in rec.get("artifacts", []) if not (Path(a).exists() or (cfg.out.parent / a).exists())]
+    if missing:
+        return None, f"artifacts missing: {', '.join(missing[:3])}"
+    return rec, ""
 
 
 def _cpu_seconds() -> float:
@@ -75,7 +78,7 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     for name, title, fn in STAGES:
-        rec = _load_record(cfg, name)
+        rec, why = _load_record(cfg, name)
         if rec is not None:
             console.rule(f"{title} [dim](done in an earlier run; skipped)[/dim]")
             console.print(rec["headline"])
@@ -83,6 +86,8 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, Any]:
             rows.append({**rec, "resumed": True})
             continue
         console.rule(title)
+        if why != "not run yet":
+            console.print(f"[yellow]running again: {why}[/yellow]")
         t0, c0 = time.perf_counter(), _cpu_seconds()
         res = fn(ctx)
         secs, cpu = time.perf_counter() - t0, _cpu_seconds() - c0

@@ -51,7 +51,9 @@ before dispatch, so the state never shares objects with the caller.
 committed change and is restored by a rollback, so two equal versions mean the same
 state.  Hashes are computed from cached per-record serialisations (see
 :mod:`trace_gym.tau2.hashing`) and memoised per version: hashing an unchanged state
-is free, and a changed 7 MB airline state costs one join plus one sha256.
+is free, and a changed 7 MB airline state costs one join plus one sha256.  Likewise the
+result text of a tool that returns an unchanged base record (or a list of them) is
+serialised once per base database and reused (:meth:`BaseDb.model_text`).
 
 Deliberate divergence from tau2: a failed call is rolled back even where tau2 would
 keep a partial change, and airline ``cancel_reservation`` refuses once a repeated
@@ -96,13 +98,16 @@ _VERSIONS = itertools.count(1)  # state versions are unique across all DbStates 
 # --------------------------------------------------------------------------- values
 
 
+_ATOMS = frozenset({str, int, float, bool, type(None)})  # immutable JSON values: shared, not copied
+
+
 def clone(value: Any) -> Any:
     """Deep copy of plain JSON data (dicts, lists, scalars); much faster than ``copy.deepcopy``."""
     t = type(value)
     if t is dict:
-        return {k: clone(v) for k, v in value.items()}
+        return {k: v if type(v) in _ATOMS else clone(v) for k, v in value.items()}
     if t is list:
-        return [clone(v) for v in value]
+        return [v if type(v) in _ATOMS else clone(v) for v in value]
     if isinstance(value, dict):  # subclasses become plain dicts
         return {k: clone(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -114,6 +114,8 @@ class ToolSandboxEnv(ToolEnv):
             return self._all[name]
         category = options.get("category", self._defaults["category"])
         pool = self._pool
+        if isinstance(category, str):
+            category = category.upper()  # upstream's names are upper case; accept any case
         if category is not None:
             pool = [n for n in pool if category in self._all[n].categories]
             if not pool:

@@ -172,7 +172,10 @@ class HFGenerator:
             self._model = AutoModelForCausalLM.from_pretrained(self.model_name)
             if self.device:
                 self._model.to(self.device)
-        ids = self._tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
-        ids = ids.to(self._model.device)
-        out = self._model.generate(ids, max_new_tokens=self.max_new_tokens, do_sample=False)
+        enc = self._tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        ids = enc["input_ids"].to(self._model.device)
+        mask = enc["attention_mask"].to(self._model.device)
+        pad = self._tok.pad_token_id if self._tok.pad_token_id is not None else self._tok.eos_token_id
+        out = self._model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=self.max_new_tokens,
+                                   do_sample=False, pad_token_id=pad)
         return self._tok.decode(out[0, ids.shape[-1]:], skip_special_tokens=True)
