@@ -25,7 +25,20 @@ def _one_torch_thread():
     torch.set_num_threads(before)
 
 
-def test_demo_tiny_end_to_end_and_resume(tmp_path):
+@pytest.fixture
+def private_dir():
+    """A folder outside pytest's shared base temp dir: concurrent pytest sessions on the same
+    machine prune each other's old base temp dirs, which would delete artifacts mid-test."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    d = Path(tempfile.mkdtemp(prefix="trace-gym-demo-test-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_demo_tiny_end_to_end_and_resume(private_dir):
     from rich.console import Console
 
     from trace_gym.cli import main
@@ -38,7 +51,7 @@ def test_demo_tiny_end_to_end_and_resume(tmp_path):
         smollm2_gguf_path()  # the tiny model borrows SmolLM2's tokenizer
     except (DataDirError, ModelUnavailableError) as exc:
         pytest.skip(str(exc))
-    out = tmp_path / "demo"
+    out = private_dir / "demo"
     cfg = DemoConfig.for_run(out=out, model="tiny")
     summary = run_demo(cfg, Console(record=True, width=120))
     stages = {s["stage"]: s for s in summary["stages"]}

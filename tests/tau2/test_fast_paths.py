@@ -131,3 +131,19 @@ def test_python_call_with_non_json_literal_is_a_format_error(action):
     obs, _, _, _, info = env.step(action)
     assert info["action_error"] == parsed.error and "not executed" in obs
     assert env.state_fingerprint() == before
+
+
+def test_private_record_texts_follow_every_change():
+    env = Tau2Environment("retail")
+    user_id = "yusuf_rossi_9620"
+    address = {"address1": "1 Main St", "address2": "", "city": "Austin", "state": "TX", "country": "USA", "zip": "78701"}
+    for city in ["Austin", "Boston", "Chicago"]:
+        written = env.get_response("modify_user_address", {"user_id": user_id, **address, "city": city})
+        assert not written.error and city in written.content
+        for _ in range(2):
+            read = env.get_response("get_user_details", {"user_id": user_id})
+            assert read.content == written.content == _plain_text(env, "get_user_details", {"user_id": user_id})
+        failed = env.get_response("modify_user_address", {"user_id": user_id, **address, "zip": 5})  # rejected
+        assert failed.error
+        assert env.get_response("get_user_details", {"user_id": user_id}).content == written.content
+    assert env.db._base.model_text(env.db.users[user_id]) is None  # a changed record is not served from the cache

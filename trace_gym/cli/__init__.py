@@ -20,6 +20,7 @@ COMMANDS = [
     "trace_gym.cli.synthesize",
     "trace_gym.cli.eval",
     "trace_gym.cli.demo",
+    "trace_gym.cli.compare",
 ]
 
 

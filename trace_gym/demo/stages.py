@@ -260,7 +260,8 @@ def stage_synthesis(ctx: Context) -> StageResult:
         envs.append({"capability": o.capability, "env_id": env_id, "spec": o.path, "calibration": str(cal_path),
                      "model_mean_reward": m["mean_reward"], "reference_mean_reward": summary["reference"]["mean_reward"]})
     found = {"outcomes": {o.capability: o.status for o in outcomes}, "envs": envs}
-    arts = [_rel(ctx, out / "synthesis.json")] + [_rel(ctx, e["spec"]) for e in envs] + [_rel(ctx, e["calibration"]) for e in envs]
+    report = next((p for p in (out / "_synthesis.json", out / "synthesis.json") if p.exists()), out / "_synthesis.json")
+    arts = [_rel(ctx, report)] + [_rel(ctx, e["spec"]) for e in envs] + [_rel(ctx, e["calibration"]) for e in envs]
     head = ", ".join(f"{e['env_id']} ({cfg.model} {e['model_mean_reward']:.2f})" for e in envs) or "no capability env synthesized"
     return StageResult(found, arts, head)
 
