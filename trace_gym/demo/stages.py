@@ -294,7 +294,9 @@ def stage_training(ctx: Context) -> StageResult:
                              seed=cfg.seed, num_train_seeds=max(8, cfg.train_steps), max_steps=cfg.train_steps,
                              num_generations=cfg.group_size, seeds_per_step=1, max_new_tokens_per_turn=cfg.train_tokens_per_turn,
                              max_completion_length=cfg.train_completion_tokens, learning_rate=cfg.learning_rate, lora_r=cfg.lora_r,
-                             lora_alpha=2 * cfg.lora_r, max_resamples=0, max_turns=cfg.train_max_turns, run_name=f"GRPO {name}", save_steps=0)
+                             lora_alpha=2 * cfg.lora_r, max_resamples=0, max_turns=cfg.train_max_turns, run_name=f"GRPO {name}", save_steps=0,
+                             # ~5k-token prompts: without checkpointing a real model's backward pass needs >24 GB
+                             gradient_checkpointing=cfg.model != "tiny")
             ctx.console.print(f"training adapter [bold]{name}[/bold] on {e['env_id']}: {cfg.train_steps} GRPO steps, "
                               f"groups of {cfg.group_size}")
             res = train(tc)
