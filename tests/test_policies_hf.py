@@ -55,7 +55,9 @@ def test_fallback_prompt_carries_tools_calls_and_results(tiny):
     p = _policy(tiny)
     assert not p.supports_native_tools()  # SmolLM2's template ignores tools=
     prompt = p.render_prompt(MESSAGES, TOOLS)
-    assert '"name": "write_note"' in prompt and "<tools>" in prompt
+    assert "- write_note(key?: string, text?: string): Store a note." in prompt and "<tools>" in prompt
+    as_json = _policy(tiny, tool_listing="json").render_prompt(MESSAGES, TOOLS)
+    assert '"name": "write_note"' in as_json
     assert '<tool_call>\n{"name": "write_note", "arguments": {"key": "a", "text": "b"}}\n</tool_call>' in prompt
     assert "<tool_response>\nsaved note 'a'\n</tool_response>" in prompt
     assert prompt.endswith("<|im_start|>assistant\n")
@@ -86,6 +88,66 @@ def test_template_messages_fallback_without_system():
     out = template_messages([{"role": "user", "content": "x"}], TOOLS, native_tools=False)
     assert out[0]["role"] == "system" and "write_note" in out[0]["content"]
     assert out[1] == {"role": "user", "content": "x"}
+
+
+def test_compact_tool_line_keeps_names_types_required_and_enums():
+    from trace_gym.policies.hf import compact_tool_line
+
+    tool = {"type": "function", "function": {
+        "name": "exchange", "description": "Exchange items. Long second sentence that is dropped.",
+        "parameters": {"type": "object", "required": ["order_id", "item_ids"], "properties": {
+            "order_id": {"type": "string", "description": "many words"},
+            "item_ids": {"type": "array", "items": {"type": "string"}},
+            "cabin": {"type": "string", "enum": ["economy", "business"]},
+            "passenger": {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}},
+        }}}}
+    line = compact_tool_line(tool)
+    assert line == ('- exchange(order_id: string, item_ids: list[string], cabin?: "economy"|"business", '
+                    'passenger?: {name: string, age: integer}): Exchange items.')
+    with pytest.raises(ValueError, match="tool_listing"):
+        template_messages(MESSAGES, TOOLS, native_tools=False, tool_listing="yaml")
+
+
+LONG_SYSTEM = "You keep notes for a library. " * 40  # well over the cache's 64-token minimum
+
+
+def _conversation(turns: list[str]) -> list[dict]:
+    msgs = [{"role": "system", "content": LONG_SYSTEM}]
+    for i, t in enumerate(turns):
+        msgs.append({"role": "user", "content": t})
+        if i < len(turns) - 1:
+            msgs.append({"role": "assistant", "content": f"noted {i}"})
+    return msgs
+
+
+def test_prefix_cache_gives_the_same_tokens_as_full_prefill(tiny):
+    """Greedy decoding with cached prefixes (shared system prompt, then each row's own
+    earlier turn, rows of different cached lengths in one batch) equals decoding
+    every prompt from scratch."""
+    model, tok = tiny
+    cached = HFPolicy(model, tok, max_new_tokens=8, greedy=True, prefix_cache=True)
+    plain = HFPolicy(model, tok, max_new_tokens=8, greedy=True, prefix_cache=False)
+    rounds = [
+        [(_conversation(["save a"]), TOOLS), (_conversation(["save b please"]), TOOLS)],
+        [(_conversation(["save a", "and c"]), TOOLS), (_conversation(["save b please", "now d"]), TOOLS)],
+        [(_conversation(["save a", "and c", "then e"]), TOOLS), (_conversation(["something new"]), TOOLS),
+         (_conversation(["save b please", "now d", "f"]), TOOLS)],
+    ]
+    for requests in rounds:
+        seeds = list(range(len(requests)))
+        assert cached.act_batch(requests, seeds=seeds) == plain.act_batch(requests, seeds=seeds)
+    stats = cached.prefix_stats
+    assert stats["reused_tokens"] > stats["prefilled_tokens"] > 0
+    assert plain.prefix_stats["reused_tokens"] == 0
+    # entries are per adapter key: a switched adapter recomputes the shared prefix
+    before = dict(stats)
+    cached.act_batch(rounds[0], seeds=[0, 1])
+    assert cached.prefix_stats["prefilled_tokens"] == before["prefilled_tokens"]  # same key: all reused
+    cached.prefix_cache_key = "other"
+    cached.act_batch(rounds[0], seeds=[0, 1])
+    assert cached.prefix_stats["prefilled_tokens"] > before["prefilled_tokens"]
+    cached.clear_prefix_cache()
+    assert not cached._prefix_entries
 
 
 def test_sampling_is_seeded_and_batch_independent(tiny):

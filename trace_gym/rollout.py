@@ -213,18 +213,29 @@ def rollout(env: gym.Env, policy: Policy, seed: int, options: dict[str, Any] | N
 
 
 def rollout_batch(
-    envs: Sequence[gym.Env], policy: Policy, seeds: Sequence[int], options: dict[str, Any] | None = None
+    envs: Sequence[gym.Env],
+    policy: Policy,
+    seeds: Sequence[int],
+    options: dict[str, Any] | None = None,
+    policy_seeds: Sequence[int] | None = None,
 ) -> list[Trajectory]:
-    """Play ``len(envs)`` episodes in lock step, one env per seed, batching the policy's queries."""
+    """Play ``len(envs)`` episodes in lock step, one env per seed, batching the policy's queries.
+
+    The policy sees each episode's env seed as its episode seed, unless
+    ``policy_seeds`` gives others (several samples of one env seed, for instance).
+    """
     if len(envs) != len(seeds):
         raise ValueError(f"rollout_batch needs one env per seed, got {len(envs)} envs and {len(seeds)} seeds")
+    if policy_seeds is not None and len(policy_seeds) != len(seeds):
+        raise ValueError(f"rollout_batch got {len(policy_seeds)} policy seeds for {len(seeds)} episodes")
     if len({id(e) for e in envs}) != len(envs):
         raise ValueError("rollout_batch needs distinct env instances")
     if len(envs) > 1 and not getattr(policy, "batchable", True):
         raise ValueError(f"policy {policy.policy_id!r} plays one episode at a time; use a batch size of 1")
     episodes = [_Episode(env, policy.policy_id, seed, options) for env, seed in zip(envs, seeds, strict=True)]
+    acting_seeds = {id(ep): int(s) for ep, s in zip(episodes, policy_seeds if policy_seeds is not None else seeds, strict=True)}
     if len(episodes) == 1:
-        reset_policy(policy, int(seeds[0]))
+        reset_policy(policy, acting_seeds[id(episodes[0])])
     for ep in episodes:
         ep.start()
     while True:
@@ -233,7 +244,7 @@ def rollout_batch(
             break
         t0 = time.perf_counter()
         try:
-            actions = act_batch(policy, [(ep.messages, ep.tools) for ep in active], [ep.traj.seed for ep in active])
+            actions = act_batch(policy, [(ep.messages, ep.tools) for ep in active], [acting_seeds[id(ep)] for ep in active])
             wrong = [a for a in actions if not isinstance(a, str)]
             if wrong:
                 raise PolicyError(f"returned {type(wrong[0]).__name__}, not a text action")

@@ -167,6 +167,10 @@ def calibrate(env_id: str, policy: Any, seeds: list[int], samples: int, *, diffi
     if not hasattr(env, "cap_spec"):
         raise TypeError(f"{env_id} is not a capability environment")
     result = CalibrationResult(env_id, getattr(policy, "policy_id", type(policy).__name__), list(seeds), samples, dict(env.knob_values))
+    if hasattr(policy, "act_batch") and not hasattr(policy, "bind_env") and getattr(policy, "batchable", True):
+        env.close()
+        _calibrate_batched(env_id, kwargs, policy, list(seeds), samples, result, on_episode)
+        return result
     for seed in seeds:
         group = []
         for k in range(samples):
@@ -178,6 +182,36 @@ def calibrate(env_id: str, policy: Any, seeds: list[int], samples: int, *, diffi
         result.rewards[seed] = group
     env.close()
     return result
+
+
+def _calibrate_batched(env_id: str, kwargs: dict[str, Any], policy: Any, seeds: list[int], samples: int,
+                       result: CalibrationResult, on_episode: Callable[[], None] | None) -> None:
+    """Every (seed, sample) episode in lock-step batches of the policy's batch size.
+
+    The policy's episode seed is ``seed * 1000 + sample``, as in the one-at-a-time path.
+    """
+    import gymnasium as gym
+
+    from ..rollout import rollout_batch
+
+    jobs = [(seed, k) for seed in seeds for k in range(samples)]
+    size = max(1, int(getattr(policy, "batch_size", 8) or 8))
+    rewards: dict[int, list[float]] = {seed: [0.0] * samples for seed in seeds}
+    for start in range(0, len(jobs), size):
+        chunk = jobs[start : start + size]
+        envs = [gym.make(env_id, **kwargs) for _ in chunk]
+        try:
+            trajs = rollout_batch(envs, policy, [s for s, _ in chunk], policy_seeds=[s * 1000 + k for s, k in chunk])
+        finally:
+            for e in envs:
+                e.close()
+        for (seed, k), t in zip(chunk, trajs, strict=True):
+            rewards[seed][k] = float(t.rewards[-1]) if t.rewards else 0.0  # the final step carries the reward
+            result.cases[seed] = t.reset_info.get("case", "?")
+            if on_episode:
+                on_episode()
+    for seed in seeds:
+        result.rewards[seed] = rewards[seed]
 
 
 def _distance(mean: float, band: tuple[float, float]) -> float:

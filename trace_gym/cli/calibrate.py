@@ -29,6 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json-out", metavar="FILE", help="also write the JSON report to FILE")
     p.add_argument("--temperature", type=float, help="sampling temperature (model policies)")
     p.add_argument("--max-new-tokens", type=int, help="generation limit per action (model policies)")
+    p.add_argument("--batch-size", type=int, help="episodes played in lock step (model policies batch their generation)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_run)
 
@@ -60,6 +61,7 @@ def _run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from trace_gym.capabilities.calibrate import calibrate, make_policy, tune
+    from trace_gym.io import atomic_write_text
 
     err = Console(stderr=True)
     try:
@@ -67,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
         knobs = _knobs(args.difficulty)
         lo, _, hi = args.band.partition(",")
         band = (float(lo), float(hi))
-        policy = make_policy(args.policy, temperature=args.temperature, max_new_tokens=args.max_new_tokens)
+        policy = make_policy(args.policy, temperature=args.temperature, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)
     except (ValueError, TypeError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
@@ -103,12 +105,12 @@ def _run(args: argparse.Namespace) -> int:
         env = gym.make(args.env_id).unwrapped
         doc = env.cap_spec.with_knob_defaults(best)
         out = Path(args.out) if args.out else Path(f"{env.cap_spec.id}.tuned.yaml")
-        out.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120), encoding="utf-8")
+        atomic_write_text(out, yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120))
         lo_b, hi_b = band
         report["tune"] = {"band": [lo_b, hi_b], "in_band": lo_b <= res.mean_reward <= hi_b, "knobs": best,
                           "written": str(out), "trace": trace}
     text = json.dumps(report, indent=2)
     print(text)
     if args.json_out:
-        Path(args.json_out).write_text(text + "\n", encoding="utf-8")
+        atomic_write_text(Path(args.json_out), text + "\n")
     return 0

@@ -21,6 +21,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -206,11 +207,62 @@ _PROBE_TOOL = {
 }
 
 
-def _tool_instructions(tools: list[dict[str, Any]]) -> str:
-    listing = "\n".join(json.dumps(t.get("function", t), ensure_ascii=False) for t in tools)
+TOOL_LISTINGS = ("compact", "json")
+
+
+def _type_name(schema: Any) -> str:
+    if not isinstance(schema, dict):
+        return "any"
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return "|".join(json.dumps(v) for v in schema["enum"][:8])
+    t = schema.get("type")
+    if isinstance(t, list):
+        return "|".join(str(x) for x in t)
+    if t == "array":
+        return f"list[{_type_name(schema.get('items'))}]"
+    if t == "object" and isinstance(schema.get("properties"), dict):
+        inner = ", ".join(f"{k}: {_type_name(v)}" for k, v in schema["properties"].items())
+        return "{" + inner + "}"
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            return "|".join(_type_name(x) for x in schema[key])
+    return str(t or "any")
+
+
+def _first_sentence(text: str, limit: int = 200) -> str:
+    text = " ".join(str(text or "").split())
+    cut = re.search(r"(?<=[.!?])\s", text)
+    if cut:
+        text = text[: cut.start()]
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
+
+
+def compact_tool_line(tool: dict[str, Any]) -> str:
+    """One line per tool: ``name(arg: type, opt?: type): first sentence of the description``.
+
+    Argument names, types, enums and which arguments are required survive; long
+    parameter descriptions do not.  Retail's 16 tools take ~0.9k tokens this way
+    against ~3.4k as JSON schemas, which matters for small-context CPU models.
+    """
+    fn = tool.get("function", tool)
+    params = fn.get("parameters") or {}
+    required = set(params.get("required") or [])
+    props = params.get("properties") or {}
+    args = ", ".join(f"{k}{'' if k in required else '?'}: {_type_name(v)}" for k, v in props.items())
+    desc = _first_sentence(fn.get("description", ""))
+    return f"- {fn.get('name', '?')}({args})" + (f": {desc}" if desc else "")
+
+
+def _tool_instructions(tools: list[dict[str, Any]], listing: str = "compact") -> str:
+    if listing == "json":
+        body = "\n".join(json.dumps(t.get("function", t), ensure_ascii=False) for t in tools)
+    elif listing == "compact":
+        body = "\n".join(compact_tool_line(t) for t in tools)
+    else:
+        raise ValueError(f"tool_listing must be one of {TOOL_LISTINGS}, got {listing!r}")
     return (
         "You can use the following tools:\n<tools>\n"
-        f"{listing}\n</tools>\n"
+        f"{body}\n</tools>\n"
         "To use a tool, reply with one block per call:\n"
         '<tool_call>\n{"name": "<tool name>", "arguments": {<arguments as JSON>}}\n</tool_call>\n'
         "To talk to the user, reply with plain text."
@@ -226,13 +278,16 @@ def _arguments(raw: Any) -> Any:
     return raw
 
 
-def template_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]], native_tools: bool) -> list[dict[str, Any]]:
+def template_messages(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]], native_tools: bool, tool_listing: str = "compact"
+) -> list[dict[str, Any]]:
     """Chat dicts prepared for a chat template.
 
     With ``native_tools`` the template gets structured calls (arguments as dicts, as
     templates expect); otherwise calls become ``<tool_call>`` text, results become
     user turns wrapped in ``<tool_response>``, and the tool list goes into the system
-    message.
+    message, one line per tool (``tool_listing="compact"``) or as JSON schemas
+    (``"json"``).
     """
     out: list[dict[str, Any]] = []
     for m in messages:
@@ -270,7 +325,7 @@ def template_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]
         else:
             out.append({"role": role, "content": content})
     if not native_tools and tools:
-        extra = _tool_instructions(tools)
+        extra = _tool_instructions(tools, tool_listing)
         if out and out[0]["role"] == "system":
             out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{extra}".strip()}
         else:
@@ -285,6 +340,16 @@ class HFPolicy:
     ``greedy=True`` takes the most likely token; otherwise tokens are sampled with
     ``temperature``, ``top_k`` (0 = off) and ``top_p`` (1.0 = off).  ``batch_size``
     bounds how many prompts one forward pass holds (left padding).
+
+    ``tool_listing`` (``compact`` or ``json``) is how tools are written into the
+    system message when the chat template has no tool support.
+
+    ``prefix_cache`` keeps the KV cache of the longest token prefix the latest batch
+    shared (the system prompt and tool list, or a whole earlier turn of the same
+    conversation) and reuses it for later prompts that start with it, so a turn
+    costs the new tokens instead of the whole multi-thousand-token prompt.  One cache
+    is kept per :attr:`prefix_cache_key` (an adapter switcher sets it to the active
+    adapter's name); call :meth:`clear_prefix_cache` after changing the weights.
     """
 
     accepts_seeds = True
@@ -302,8 +367,14 @@ class HFPolicy:
         top_p: float = 1.0,
         seed: int = 0,
         batch_size: int = 8,
+        tool_listing: str = "compact",
+        prefix_cache: bool = True,
+        min_prefix_tokens: int = 64,
+        max_prefix_caches: int | None = None,
     ):
         torch, _ = _require_transformers()
+        if tool_listing not in TOOL_LISTINGS:
+            raise ValueError(f"tool_listing must be one of {TOOL_LISTINGS}, got {tool_listing!r}")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if not greedy and temperature <= 0:
@@ -323,6 +394,14 @@ class HFPolicy:
         self.top_p = top_p
         self.seed = seed
         self.batch_size = batch_size
+        self.tool_listing = tool_listing
+        self.prefix_cache = prefix_cache
+        self.min_prefix_tokens = max(1, int(min_prefix_tokens))
+        self.max_prefix_caches = max(1, int(max_prefix_caches)) if max_prefix_caches else 2 * batch_size + 2
+        self.prefix_cache_key: Any = None
+        self._prefix_entries: dict[int, tuple[Any, list[int], list[tuple[Any, Any]]]] = {}
+        self._entry_counter = 0
+        self.prefix_stats = {"prompt_tokens": 0, "reused_tokens": 0, "prefilled_tokens": 0}
         self.episode_seed: int | None = None
         self._native_tools: bool | None = None
         tokenizer.padding_side = "left"
@@ -386,7 +465,7 @@ class HFPolicy:
     def render_prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
         """The prompt text the model continues (generation prompt included)."""
         native = self.supports_native_tools()
-        prepared = template_messages(messages, tools, native)
+        prepared = template_messages(messages, tools, native, self.tool_listing)
         try:
             return self.tokenizer.apply_chat_template(
                 prepared, tools=(tools or None) if native else None, tokenize=False, add_generation_prompt=True
@@ -445,6 +524,98 @@ class HFPolicy:
         extra = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
         return name, extra
 
+    # -- prefix KV cache ---------------------------------------------------------------
+    def clear_prefix_cache(self) -> None:
+        """Forget every cached prefix (needed after the model's weights change)."""
+        self._prefix_entries.clear()
+
+    @staticmethod
+    def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+        n = min(len(a), len(b))
+        i = 0
+        while i < n and a[i] == b[i]:
+            i += 1
+        return i
+
+    def _best_entry(self, row: list[int], cap: int) -> tuple[int, Any]:
+        """The cached prefix sharing the most leading tokens with ``row`` (at most ``cap``)."""
+        best, best_id = 0, None
+        for entry_id, (key, ids, _) in self._prefix_entries.items():
+            if key != self.prefix_cache_key:
+                continue
+            n = min(self._common_length(ids, row), cap)
+            if n > best:
+                best, best_id = n, entry_id
+        if best < self.min_prefix_tokens:
+            return 0, None
+        return best, best_id
+
+    def _remember(self, ids: list[int], layers: list[tuple[Any, Any]]) -> None:
+        self._entry_counter += 1
+        self._prefix_entries[self._entry_counter] = (self.prefix_cache_key, ids, layers)
+        while len(self._prefix_entries) > self.max_prefix_caches:
+            self._prefix_entries.pop(next(iter(self._prefix_entries)))
+
+    def _touch(self, entry_id: Any) -> None:
+        if entry_id in self._prefix_entries:
+            self._prefix_entries[entry_id] = self._prefix_entries.pop(entry_id)
+
+    def _make_cache(self, layers: list[tuple[Any, Any]]) -> Any:
+        from transformers import DynamicCache
+
+        return DynamicCache(ddp_cache_data=layers, config=self.model.config)
+
+    def _extend(self, base_layers: list[tuple[Any, Any]] | None, have: int, ids: list[int], device: Any) -> list[tuple[Any, Any]]:
+        """KV of ``ids`` (batch 1), computing only the tokens after the first ``have``."""
+        torch = self._torch
+        cache_arg, extra = self._forward_kwargs()
+        cache = self._make_cache(base_layers) if base_layers else None
+        with torch.inference_mode():
+            out = self.model(
+                input_ids=torch.tensor([ids[have:]], dtype=torch.long, device=device),
+                attention_mask=torch.ones((1, len(ids)), dtype=torch.long, device=device),
+                position_ids=torch.arange(have, len(ids), device=device)[None, :],
+                use_cache=True,
+                **{cache_arg: cache},
+                **extra,
+            )
+        self.prefix_stats["prefilled_tokens"] += len(ids) - have
+        return [(layer.keys, layer.values) for layer in out.get(cache_arg).layers]
+
+    def _row_prefixes(self, rows: list[list[int]], device: Any) -> list[tuple[int, list[tuple[Any, Any]] | None]]:
+        """For each row, ``(length, per-layer (keys, values))`` of a cached prefix it starts with.
+
+        Each row takes the cached prefix that covers most of it (an earlier turn of
+        its own conversation, typically).  When the rows share a longer prefix than
+        the cache holds (the system prompt, on a first turn) it is computed once,
+        batch 1, and cached.  Every row keeps at least one token of its own, whose
+        logits start decoding.
+        """
+        caps = [len(r) - 1 for r in rows]
+        found = [self._best_entry(r, c) for r, c in zip(rows, caps, strict=True)]
+        shared = caps[0]
+        for r in rows[1:]:
+            shared = min(shared, self._common_length(rows[0], r))
+        shared = min(shared, min(caps))
+        out: list[tuple[int, list[tuple[Any, Any]] | None]] = []
+        if shared >= self.min_prefix_tokens and any(n < shared for n, _ in found):
+            n0, e0 = max(found, key=lambda f: min(f[0], shared))
+            n0 = min(n0, shared)
+            base = [(k[:, :, :n0, :], v[:, :, :n0, :]) for k, v in self._prefix_entries[e0][2]] if e0 is not None and n0 else None
+            layers = self._extend(base, n0 if base else 0, rows[0][:shared], device)
+            self._remember(list(rows[0][:shared]), layers)
+            shared_id = self._entry_counter
+            found = [(n, e) if n >= shared else (shared, shared_id) for n, e in found]
+        for n, entry_id in found:
+            if entry_id is None:
+                out.append((0, None))
+                continue
+            self._touch(entry_id)
+            layers = [(k[:, :, :n, :], v[:, :, :n, :]) for k, v in self._prefix_entries[entry_id][2]]
+            self.prefix_stats["reused_tokens"] += n
+            out.append((n, layers))
+        return out
+
     def generate(self, prompts: Sequence[str], seeds: Sequence[int | None] | None = None) -> list[str]:
         """Continue each prompt until an end-of-sequence token or ``max_new_tokens``."""
         torch = self._torch
@@ -452,31 +623,67 @@ class HFPolicy:
             return []
         seeds = list(seeds) if seeds is not None else [self.episode_seed] * len(prompts)
         device = next(self.model.parameters()).device
-        enc = self.tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False)
-        ids = enc["input_ids"].to(device)
-        mask = enc["attention_mask"].to(device)
+        rows = [list(r) for r in self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]]
+        if any(not r for r in rows):
+            raise PolicyError(f"{self.policy_id}: an empty prompt cannot be continued")
+        longest = max(len(r) for r in rows)
         limit = getattr(self.model.config, "max_position_embeddings", None)
-        if limit is not None and ids.shape[1] + self.max_new_tokens > limit:
+        if limit is not None and longest + self.max_new_tokens > limit:
             raise PolicyError(
-                f"{self.policy_id}: prompt of {ids.shape[1]} tokens plus max_new_tokens={self.max_new_tokens} "
+                f"{self.policy_id}: prompt of {longest} tokens plus max_new_tokens={self.max_new_tokens} "
                 f"exceeds the model's context of {limit} tokens"
             )
-        generators = [torch.Generator(device="cpu").manual_seed(self._row_seed(p, s)) for p, s in zip(prompts, seeds, strict=True)]
-        batch = ids.shape[0]
-        positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
-        eos = torch.tensor(sorted(self.eos_token_ids), device=device)
+        self.prefix_stats["prompt_tokens"] += sum(len(r) for r in rows)
+        batch = len(rows)
+        prefixes = self._row_prefixes(rows, device) if self.prefix_cache else [(0, None)] * batch
+        lengths = [n for n, _ in prefixes]
+        start = max(lengths)
+        own_lengths = [len(r) - n for r, n in zip(rows, lengths, strict=True)]
+        width = max(own_lengths)
         pad = self.tokenizer.pad_token_id
+        ids = torch.full((batch, width), pad, dtype=torch.long)
+        mask = torch.zeros((batch, start + width), dtype=torch.long)
+        positions = torch.zeros((batch, width), dtype=torch.long)
+        for i, (r, n, m) in enumerate(zip(rows, lengths, own_lengths, strict=True)):
+            ids[i, width - m:] = torch.tensor(r[n:], dtype=torch.long)  # left padding of each part
+            mask[i, start - n : start] = 1
+            mask[i, start + width - m :] = 1
+            positions[i, width - m :] = torch.arange(n, n + m)
+        ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
+        # A static cache: decoding writes one position per step in place, where a growing
+        # cache would copy every layer's keys and values at every step.
+        from transformers import StaticCache
+
+        total = start + width + self.max_new_tokens
+        cache = StaticCache(config=self.model.config, max_cache_len=total)
+        if start:
+            first = next(layers for _, layers in prefixes if layers)
+            for j in range(len(first)):
+                k0, v0 = first[j]
+                k = k0.new_zeros((batch, k0.shape[1], start, k0.shape[3]))
+                v = v0.new_zeros((batch, v0.shape[1], start, v0.shape[3]))
+                for i, (n, row_layers) in enumerate(prefixes):
+                    if n:
+                        k[i, :, start - n :, :] = row_layers[j][0][0]
+                        v[i, :, start - n :, :] = row_layers[j][1][0]
+                cache.update(k, v, j)
+        full_mask = torch.zeros((batch, total), dtype=mask.dtype, device=device)
+        full_mask[:, : start + width] = mask
+        mask = full_mask
+        generators = [torch.Generator(device="cpu").manual_seed(self._row_seed(p, s)) for p, s in zip(prompts, seeds, strict=True)]
+        eos = torch.tensor(sorted(self.eos_token_ids), device=device)
         finished = torch.zeros(batch, dtype=torch.bool, device=device)
         produced: list[list[int]] = [[] for _ in range(batch)]
-        cache = None
         cache_arg, extra = self._forward_kwargs()
         step_ids, step_pos = ids, positions
         with torch.inference_mode():
-            for _ in range(self.max_new_tokens):
+            for step in range(self.max_new_tokens):
                 out = self.model(
                     input_ids=step_ids, attention_mask=mask, position_ids=step_pos, use_cache=True, **{cache_arg: cache}, **extra
                 )
                 cache = out.get(cache_arg)
+                if step == 0 and self.prefix_cache:
+                    self._store_prompts(rows, lengths, own_lengths, start, width, cache)
                 nxt = self._pick(out.logits[:, -1, :].float(), generators)
                 is_eos = torch.isin(nxt, eos)
                 for i, (tok, stop, done) in enumerate(zip(nxt.tolist(), is_eos.tolist(), finished.tolist(), strict=True)):
@@ -488,5 +695,16 @@ class HFPolicy:
                 nxt = nxt.masked_fill(finished, pad)
                 step_ids = nxt[:, None]
                 step_pos = step_pos[:, -1:] + 1
-                mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], dim=1)
+                mask[:, start + width + step] = 1
         return [self.tokenizer.decode(p, skip_special_tokens=True) for p in produced]
+
+    def _store_prompts(self, rows: list[list[int]], lengths: list[int], own: list[int], start: int, width: int, cache: Any) -> None:
+        """Cache each row's whole prompt, for the next turn of its conversation."""
+        torch = self._torch
+        for i, (r, n, m) in enumerate(zip(rows, lengths, own, strict=True)):
+            if len(r) < self.min_prefix_tokens or m <= 1:
+                continue
+            idx = torch.cat([torch.arange(start - n, start), torch.arange(start + width - m, start + width)])
+            idx = idx.to(cache.layers[0].keys.device)
+            layers = [(layer.keys[i : i + 1].index_select(2, idx), layer.values[i : i + 1].index_select(2, idx)) for layer in cache.layers]
+            self._remember(list(r), layers)

@@ -39,7 +39,8 @@ class AdapterPolicy:
             model.load_adapter(str(registry[n].path), adapter_name=n)
         model.eval()
         base.model = model
-        self.names = names
+        if hasattr(base, "clear_prefix_cache"):
+            base.clear_prefix_cache()  # cached prefixes were computed without adapters        self.names = names
         self.active: str = NO_ADAPTER
         self.fixed = fixed
         self.policy_id = f"adapter:{fixed}" if fixed else "adapters"
@@ -52,6 +53,7 @@ class AdapterPolicy:
         if name != NO_ADAPTER:
             self.base.model.set_adapter(name)
         self.active = name
+        self.base.prefix_cache_key = name  # one prefix KV cache per adapter (and one for none)
 
     def _ctx(self):
         return self.base.model.disable_adapter() if self.active == NO_ADAPTER else nullcontext()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..policies.hf import template_messages
+from ..policies.hf import TOOL_LISTINGS, template_messages
 
 __all__ = ["ChatRenderer"]
 
@@ -37,16 +37,20 @@ class ChatRenderer:
     ``tools_in_prompt``: ``template`` passes the tool schemas to the chat template,
     ``system`` lists them in the system message, ``none`` leaves them out, and
     ``auto`` uses the template when it renders tools and the system message
-    otherwise.
+    otherwise.  ``tool_listing`` is how a system-message listing writes them
+    (``compact`` one line per tool, or ``json`` schemas), as ``HFPolicy`` does.
     """
 
-    def __init__(self, tokenizer: Any, tools_in_prompt: str = "auto"):
+    def __init__(self, tokenizer: Any, tools_in_prompt: str = "auto", tool_listing: str = "compact"):
         if getattr(tokenizer, "chat_template", None) is None:
             raise ValueError("the tokenizer has no chat template; trace-gym renders episodes with the model's chat template")
         if tools_in_prompt not in ("auto", "template", "system", "none"):
             raise ValueError(f"tools_in_prompt must be auto, template, system or none; got {tools_in_prompt!r}")
+        if tool_listing not in TOOL_LISTINGS:
+            raise ValueError(f"tool_listing must be one of {TOOL_LISTINGS}; got {tool_listing!r}")
         self.tokenizer = tokenizer
         self.tools_mode = tools_in_prompt
+        self.tool_listing = tool_listing
         if tools_in_prompt == "auto":
             self.native_tools = _native_tools(tokenizer)
         else:
@@ -56,7 +60,7 @@ class ChatRenderer:
     # ------------------------------------------------------------------ text level
     def _render(self, messages: list[dict[str, Any]], *, generation_prompt: bool, tools: list[dict[str, Any]] | None = None) -> str:
         tools = list(tools or []) if self.tools_mode != "none" else []
-        prepared = template_messages(messages, tools, self.native_tools)
+        prepared = template_messages(messages, tools, self.native_tools, self.tool_listing)
         kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": generation_prompt}
         if tools and self.native_tools:
             kwargs["tools"] = tools

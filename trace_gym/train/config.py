@@ -76,6 +76,7 @@ class TrainConfig:
 
     # Prompt rendering.
     tools_in_prompt: str = "auto"  # auto | template | system | none
+    tool_listing: str = "compact"  # compact | json: how a system-message tool list is written (as HFPolicy)
 
     # LoRA.
     lora_r: int = 16
@@ -88,7 +89,8 @@ class TrainConfig:
     backend: str = "auto"  # auto | transformers | vllm
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     device: str = "auto"  # auto | cpu | cuda
-    gradient_checkpointing: bool = False
+    # None: on for CPU (a 5k-token GRPO backward of SmolLM2-135M needs >24 GB without it), off on GPU.
+    gradient_checkpointing: bool | None = None
     cpu_threads: int | None = None  # torch intra-op threads on CPU (None: torch's default)
 
     # Outputs.
@@ -129,6 +131,7 @@ class TrainConfig:
             problems.append(f"max_turns must be >= 1 or null, got {self.max_turns}")
         choices = {
             "tools_in_prompt": ("auto", "template", "system", "none"),
+            "tool_listing": ("compact", "json"),
             "backend": ("auto", "transformers", "vllm"),
             "dtype": ("auto", "float32", "bfloat16", "float16"),
             "device": ("auto", "cpu", "cuda"),

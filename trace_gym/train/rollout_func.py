@@ -122,6 +122,7 @@ class EnvRolloutFunc:
         max_turns: int | None = None,
         truncated_reward: float = 0.0,
         tools_in_prompt: str = "auto",
+        tool_listing: str = "compact",
         generate: GenerateFn | None = None,
     ):
         if num_generations < 1:
@@ -139,6 +140,7 @@ class EnvRolloutFunc:
         self.max_turns = max_turns
         self.truncated_reward = float(truncated_reward)
         self.tools_in_prompt = tools_in_prompt
+        self.tool_listing = tool_listing
         self.generate = generate
         self.stats = RolloutStats()
         self.last_episodes: list[TokenEpisode] = []  # the episodes of the latest call (for inspection)
@@ -184,7 +186,7 @@ class EnvRolloutFunc:
 
     def renderer(self, tokenizer: Any) -> ChatRenderer:
         if self._renderer is None or self._renderer.tokenizer is not tokenizer:
-            self._renderer = ChatRenderer(tokenizer, self.tools_in_prompt)
+            self._renderer = ChatRenderer(tokenizer, self.tools_in_prompt, self.tool_listing)
         return self._renderer
 
     def play(self, groups: list[tuple[int, int]], tokenizer: Any, generate: GenerateFn, stop_texts: Sequence[str]) -> list[list[TokenEpisode]]:

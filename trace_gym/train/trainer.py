@@ -143,7 +143,7 @@ def _grpo_args(cfg: TrainConfig, out: Path, device: str, dtype: Any) -> Any:
         use_cpu=device == "cpu",
         bf16=dtype == torch.bfloat16,
         fp16=dtype == torch.float16,
-        gradient_checkpointing=cfg.gradient_checkpointing,
+        gradient_checkpointing=cfg.gradient_checkpointing if cfg.gradient_checkpointing is not None else device == "cpu",
         use_vllm=use_vllm,
         log_completions=False,
         remove_unused_columns=False,
@@ -273,6 +273,7 @@ def train(
         max_turns=cfg.max_turns,
         truncated_reward=cfg.truncated_reward,
         tools_in_prompt=cfg.tools_in_prompt,
+        tool_listing=cfg.tool_listing,
     )
     probe_env = env_factory()
     try:
