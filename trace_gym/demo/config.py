@@ -15,10 +15,11 @@ MODELS = ("smollm2", "tiny")
 class DemoConfig:
     """Sizes chosen so the loop fits ~15 minutes on an otherwise idle 2-core CPU with SmolLM2-135M (``--fast``: less).
 
-    Every model turn re-reads a prompt of over 5,000 tokens (policy text and tool list);
-    one such forward pass of SmolLM2-135M costs about 50 CPU-seconds, and a training
-    sequence roughly three times that.  The budget is therefore ~30 model turns in all,
-    and the model-facing sizes below are small; the scripted agent's episodes cost nothing.
+    Prompts are ~2,400 tokens (retail policy plus a compact tool list).  The policy
+    keeps the KV cache of shared prefixes, so a model turn costs its new tokens plus
+    decoding (a few seconds for a batch); a GRPO step, which must backpropagate
+    through whole prompts, is the expensive part (~2 min for a group of 2 on CPU).
+    The scripted agent's episodes cost nothing.
     """
 
     out: Path = Path("runs/demo")
@@ -27,15 +28,15 @@ class DemoConfig:
     seed: int = 0
     # 1. rollouts on the target (train split)
     scripted_tasks: int = 8       # tasks the flawed scripted agent plays (every variant on each; costs nothing)
-    base_tasks: int = 2           # of those, how many the model plays
-    env_max_steps: int = 4        # τ² orchestrator steps per model episode (agent + user + tool turns)
+    base_tasks: int = 4           # of those, how many the model plays
+    env_max_steps: int = 8        # τ² orchestrator steps per model episode (agent + user + tool turns)
     max_new_tokens: int = 64
     temperature: float = 0.7
-    batch_size: int = 2
+    batch_size: int = 4
     # 3. calibration of each synthesized env
-    calib_seeds: int = 1
+    calib_seeds: int = 2
     calib_samples: int = 2
-    cap_max_steps: int = 2        # capability-env steps per model episode
+    cap_max_steps: int = 4        # capability-env steps per model episode
     # 4. training
     max_adapters: int = 1
     train_steps: int = 2
@@ -48,7 +49,7 @@ class DemoConfig:
     # 5. routing
     router_seeds: int = 6
     # 6. evaluation on held-out tasks (test split)
-    eval_tasks: int = 1
+    eval_tasks: int = 2
     eval_trials: int = 2
     env_kwargs: dict[str, Any] = field(default_factory=lambda: {"unjudged_nl": "ignore"})
 

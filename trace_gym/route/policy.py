@@ -40,7 +40,8 @@ class AdapterPolicy:
         model.eval()
         base.model = model
         if hasattr(base, "clear_prefix_cache"):
-            base.clear_prefix_cache()  # cached prefixes were computed without adapters        self.names = names
+            base.clear_prefix_cache()  # cached prefixes were computed without adapters
+        self.names = names
         self.active: str = NO_ADAPTER
         self.fixed = fixed
         self.policy_id = f"adapter:{fixed}" if fixed else "adapters"
