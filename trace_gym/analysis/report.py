@@ -16,14 +16,18 @@ def capabilities_table(doc: dict[str, Any]) -> Table:
                         f"ρ={t['rho']}, δ={t['delta']}, K={t['k']} of N={doc['runs']})")
     for col in ("capability", "selected", "runs passed", "mean Cov", "mean ER−", "mean ER+", "mean Δ"):
         table.add_column(col, justify="left" if col == "capability" else "right")
+    no_passed = not doc["inputs"]["n_passed"]
     for s in doc["capabilities"]:
         per = s["per_run"]
         n = max(1, len(per))
         table.add_row(
             s["capability"], "yes" if s["selected"] else "", f"{s['runs_passed']}/{s['n_runs']}",
             f"{s['mean_coverage']:.2f}", f"{sum(p['er_minus'] for p in per) / n:.2f}",
-            f"{sum(p['er_plus'] for p in per) / n:.2f}", f"{s['mean_gap']:+.2f}",
+            "n/a" if no_passed else f"{sum(p['er_plus'] for p in per) / n:.2f}", f"{s['mean_gap']:+.2f}",
         )
+    if no_passed:
+        table.caption = ("no passed trajectories: ER+ is taken as 0, so Δ = ER− and the selection rests on "
+                         "the failures alone (add successful trajectories, e.g. from a scripted or stronger agent)")
     return table
 
 

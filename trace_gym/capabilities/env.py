@@ -14,7 +14,9 @@ import random
 from pathlib import Path
 from typing import Any
 
-from ..core.env import Episode, ToolEnv
+import gymnasium as gym
+
+from ..core.env import Episode, ToolEnv, render_messages
 from ..core.toolcalls import format_tool_call
 from ..core.tools import ToolResult
 from .backend import engine_available, open_backend
@@ -75,6 +77,7 @@ class CapabilityEnv(ToolEnv):
         **kwargs: Any,
     ):
         self.cap_spec = _get_spec(spec)
+        self._default_knobs = self.cap_spec.knobs()
         self.knob_values = self.cap_spec.knobs(difficulty)
         self._fixed_max_steps = max_steps
         steps = max_steps if max_steps is not None else int(resolve_number(self.cap_spec.data.get("max_steps", 30), self.knob_values))
@@ -100,13 +103,35 @@ class CapabilityEnv(ToolEnv):
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        # ToolEnv.reset's contract and observation, with the tool listing rendered once per
+        # environment (the exposed tools never change); tests pin it to ToolEnv.reset's output.
         self._seed = seed
-        return super().reset(seed=seed, options=options)
+        gym.Env.reset(self, seed=seed)
+        episode = self._start(dict(options or {}))
+        self.tools = episode.tools
+        self.messages = [{"role": "system", "content": episode.system_prompt}]
+        self.messages.extend(episode.messages)
+        self._invalid = set()
+        self._steps = 0
+        self._call_counter = 0
+        self._done = False
+        self._termination_reason = None
+        parts = [render_messages(self.messages[:1])]
+        if self.tools_in_observation and len(self.tools):
+            parts.append(self._domain_tools.listing())
+        if len(self.messages) > 1:
+            parts.append(render_messages(self.messages[1:]))
+        self._last_obs = self._clip("\n\n".join(parts))
+        info = self._info(**episode.info)
+        if self.render_mode == "human":
+            self.render()
+        return self._last_obs, info
 
     # ------------------------------------------------------------------ ToolEnv hooks
     def _start(self, options: dict[str, Any]) -> Episode:
         rng = random.Random(int(self.np_random.integers(0, 2**63 - 1)))
-        knobs = self.cap_spec.knobs({**self._overrides(), **dict(options.get("difficulty") or {})})
+        wanted = {**self._overrides(), **dict(options.get("difficulty") or {})}
+        knobs = self.cap_spec.knobs(wanted) if wanted else dict(self._default_knobs)
         sizes = {k: int(resolve_number(v, knobs)) for k, v in (self.cap_spec.data.get("db") or {}).items()}
         db = GENERATORS[self.cap_spec.domain](rng, **sizes)
         if "case" in options:
@@ -154,7 +179,7 @@ class CapabilityEnv(ToolEnv):
         return min(1.0, max(0.0, resolve_number(hint.get("fraction", 0.0), knobs)))
 
     def _overrides(self) -> dict[str, float]:
-        defaults = self.cap_spec.knobs()
+        defaults = self._default_knobs
         return {k: v for k, v in self.knob_values.items() if defaults.get(k) != v}
 
     def _system_prompt(self) -> str:

@@ -10,11 +10,12 @@ set_eq approx``.  ``all``/``any`` take a ``where`` mapping applied to each list 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
-from .templating import TemplateError, lookup
+from .templating import TemplateError, lookup, path_getter
 
-__all__ = ["OPERATORS", "matches", "where_matches", "matcher_problem"]
+__all__ = ["OPERATORS", "matches", "where_matches", "where_getters", "where_holds", "matcher_problem"]
 
 OPERATORS = ("eq", "ne", "in", "not_in", "gt", "ge", "lt", "le", "startswith", "endswith", "contains", "icontains",
              "len", "exists", "all", "any", "set_eq", "approx")
@@ -118,6 +119,42 @@ def where_matches(record: Any, where: dict[str, Any]) -> bool:
         except TemplateError:
             value = _MISSING
         if not matches(value, m):
+            return False
+    return True
+
+
+def _whole(record: Any) -> Any:
+    return record
+
+
+WhereCheck = tuple["str | None", Callable[[Any], Any]]
+
+
+def where_getters(paths: list[Any]) -> list[WhereCheck] | None:
+    """Path readers for the keys of a ``where`` mapping, split once (``None`` when a key is not
+    a string: such a ``where`` never holds, and :func:`where_matches` says so).  Each is
+    ``(key, get)``: ``key`` is set for a one-part path, read straight from a dict record."""
+    if not all(isinstance(p, str) for p in paths):
+        return None
+    return [(None, _whole) if p == "." else (p if "." not in p else None, path_getter(p)) for p in paths]
+
+
+def where_holds(record: Any, getters: list[WhereCheck], matchers: list[Any]) -> bool:
+    """:func:`where_matches` with the paths already split by :func:`where_getters`."""
+    plain = type(record) is dict
+    for (key, get), m in zip(getters, matchers, strict=True):
+        if key is not None and plain:
+            value = record.get(key, _MISSING)  # a missing field is what lookup reports as absent
+        else:
+            try:
+                value = get(record)
+            except TemplateError:
+                value = _MISSING
+        if type(m) is str:  # a plain text: equality (what matches() decides for it)
+            if type(value) is not str or value != m:
+                if value is _MISSING or type(value) is str or not matches(value, m):
+                    return False
+        elif not matches(value, m):
             return False
     return True
 

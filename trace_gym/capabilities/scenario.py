@@ -10,18 +10,22 @@ the case — the opening message, the user's lines, the hint, the reference solu
 the reward checks and the probes — is then rendered from the bound slots.  A slot with
 no candidate means the case has no reference solution for this seed:
 :class:`UnsolvableScenarioError` names the seed, the case and the slot.
+
+A case's templates and ``where`` paths are parsed on its first use and kept with its spec
+(a spec is not changed once environments use it), so a reset only fills them in.
 """
 
 from __future__ import annotations
 
 import random
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from .matchers import where_matches
+from .matchers import where_getters, where_holds, where_matches
 from .spec import CapabilitySpec, resolve_number
 from .synthdb.clone import clone_record
-from .templating import TemplateError, lookup, render
+from .templating import TemplateError, compile_template, lookup, path_getter
 
 __all__ = ["Scenario", "UnsolvableScenarioError", "choose_case", "bind_scenario"]
 
@@ -66,14 +70,77 @@ def choose_case(spec: CapabilitySpec, knobs: dict[str, float], rng: random.Rando
     return spec.cases[-1]
 
 
-def _candidates(db: dict[str, Any], slot: dict[str, Any], ctx: dict[str, Any]) -> list[Any]:
-    frm = slot["from"]
-    pool = db[frm] if frm in db else render(frm, ctx)
-    if isinstance(pool, dict):
-        pool = list(pool.values())
-    if not isinstance(pool, list):
-        raise TemplateError(f"'from' {frm!r} is a {type(pool).__name__}, not a list or mapping")
-    return pool
+class _Slot:
+    """One slot of a case, parsed once: its templates compiled and its paths split."""
+
+    __slots__ = ("name", "slot", "frm", "fill_from", "where", "fill_where", "getters", "distinct", "pick", "by")
+
+    def __init__(self, name: str, slot: dict[str, Any]):
+        self.name = name
+        self.slot = slot
+        self.frm = slot["from"]
+        self.fill_from = compile_template(self.frm)
+        self.where = slot.get("where", {})
+        self.fill_where = compile_template(self.where)
+        # a literal mapping's keys are never rendered: split its paths now (else match the slow way)
+        self.getters = where_getters(list(self.where)) if isinstance(self.where, dict) else None
+        self.distinct = slot.get("distinct_from", [])
+        self.pick = slot.get("pick", "random")
+        self.by = path_getter(slot["by"]) if self.pick in ("min", "max") and isinstance(slot.get("by"), str) else None
+
+    def candidates(self, db: dict[str, Any], ctx: dict[str, Any]) -> list[Any]:
+        frm = self.frm
+        pool = db[frm] if frm in db else self.fill_from(ctx)
+        if isinstance(pool, dict):
+            pool = list(pool.values())
+        if not isinstance(pool, list):
+            raise TemplateError(f"'from' {frm!r} is a {type(pool).__name__}, not a list or mapping")
+        return pool
+
+    def key(self, record: Any) -> Any:
+        if self.by is None:
+            return _key(record, self.slot["by"])
+        try:
+            return self.by(record)
+        except TemplateError:
+            return float("inf")
+
+
+class _CompiledCase:
+    """A case's templates parsed once per spec (the spec is not changed after loading)."""
+
+    def __init__(self, spec: CapabilitySpec, case: dict[str, Any]):
+        self.case = case
+        self.slots = [_Slot(name, slot) for name, slot in case["slots"].items()]
+        self.distractors = [(d, compile_template(d.get("set", {}))) for d in case.get("distractors", [])]
+        self.user = compile_template(_merge_user(spec.data.get("user", {}), case.get("user", {})))
+        hint_src = case.get("hint", (spec.data.get("hint") or {}).get("text"))
+        self.hint = compile_template(hint_src) if hint_src else None
+        self.opening = compile_template(case["opening"])
+        self.reference = compile_template(case["reference"])
+        self.rewards = compile_template(case["rewards"])
+        self.unauthorized = compile_template(case.get("unauthorized", []))
+
+
+# id(spec) -> (weak reference to the spec, {id(case): compiled case}); an entry goes with its spec
+_COMPILED: dict[int, tuple[weakref.ref[CapabilitySpec], dict[int, _CompiledCase]]] = {}
+
+
+def _compiled(spec: CapabilitySpec, case: dict[str, Any]) -> _CompiledCase:
+    key = id(spec)
+    entry = _COMPILED.get(key)
+    if entry is None or entry[0]() is not spec:
+        def forget(_ref: Any, key: int = key) -> None:
+            current = _COMPILED.get(key)
+            if current is not None and current[0] is _ref:
+                del _COMPILED[key]
+
+        entry = _COMPILED[key] = (weakref.ref(spec, forget), {})
+    cases = entry[1]
+    cc = cases.get(id(case))
+    if cc is None or cc.case is not case:
+        cc = cases[id(case)] = _CompiledCase(spec, case)
+    return cc
 
 
 def bind_scenario(spec: CapabilitySpec, case: dict[str, Any], db: dict[str, Any], knobs: dict[str, float],
@@ -82,42 +149,47 @@ def bind_scenario(spec: CapabilitySpec, case: dict[str, Any], db: dict[str, Any]
     ctx: dict[str, Any] = {"knobs": dict(knobs), "now": NOW}
     where_txt = f"{spec.env_id} (spec {spec.source}): seed {seed}: case {case['name']!r}"
     try:
-        for name, slot in case["slots"].items():
-            where = render(slot.get("where", {}), ctx)
-            others = [ctx[d] for d in slot.get("distinct_from", [])]
-            found = [c for c in _candidates(db, slot, ctx) if where_matches(c, where) and all(c is not o and c != o for o in others)]
+        cc = _compiled(spec, case)
+        for s in cc.slots:
+            where = s.fill_where(ctx)
+            others = [ctx[d] for d in s.distinct]
+            pool = s.candidates(db, ctx)
+            if s.getters is not None:
+                matchers = list(where.values())
+                getters = s.getters
+                found = [c for c in pool if where_holds(c, getters, matchers) and all(c is not o and c != o for o in others)]
+            else:
+                found = [c for c in pool if where_matches(c, where) and all(c is not o and c != o for o in others)]
             if not found:
                 raise UnsolvableScenarioError(
-                    f"{where_txt}: slot {name!r} has no candidate in {slot['from']!r} matching {where}"
-                    + (f" and distinct from {slot['distinct_from']}" if others else "") + "; the task would have no reference solution"
+                    f"{where_txt}: slot {s.name!r} has no candidate in {s.frm!r} matching {where}"
+                    + (f" and distinct from {s.distinct}" if others else "") + "; the task would have no reference solution"
                 )
-            pick = slot.get("pick", "random")
+            pick = s.pick
             if pick == "first":
-                ctx[name] = found[0]
+                ctx[s.name] = found[0]
             elif pick in ("min", "max"):
-                keys = [_key(c, slot["by"]) for c in found]
+                keys = [s.key(c) for c in found]
                 best = min(keys) if pick == "min" else max(keys)
-                ctx[name] = found[keys.index(best)]
+                ctx[s.name] = found[keys.index(best)]
             else:
-                ctx[name] = found[int(rng.random() * len(found))]
-        for d in case.get("distractors", []):
+                ctx[s.name] = found[int(rng.random() * len(found))]
+        for d, fill_set in cc.distractors:
             count = int(resolve_number(d.get("count", 1), knobs))
-            changes = render(d.get("set", {}), ctx)
+            changes = fill_set(ctx)
             for _ in range(count):
                 rec = clone_record(db, spec.domain, d["table"], ctx[d["like"]], rng)
                 for path, value in changes.items():
                     _assign(rec, path, value)
-        user = _merge_user(spec.data.get("user", {}), case.get("user", {}))
-        hint_src = case.get("hint", (spec.data.get("hint") or {}).get("text"))
         return Scenario(
             case=case,
             slots={k: v for k, v in ctx.items() if k not in ("knobs", "now")},
-            opening=render(case["opening"], ctx),
-            reference=render(case["reference"], ctx),
-            rewards=render(case["rewards"], ctx),
-            user=render(user, ctx),
-            hint=render(hint_src, ctx) if hint_src else None,
-            unauthorized=render(case.get("unauthorized", []), ctx),
+            opening=cc.opening(ctx),
+            reference=cc.reference(ctx),
+            rewards=cc.rewards(ctx),
+            user=cc.user(ctx),
+            hint=cc.hint(ctx) if cc.hint is not None else None,
+            unauthorized=cc.unauthorized(ctx),
         )
     except TemplateError as exc:
         raise UnsolvableScenarioError(f"{where_txt}: {exc}") from None

@@ -26,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--greedy", action="store_true")
     p.add_argument("--seed", type=int, default=0, help="trial j of every task uses seed SEED+j")
+    p.add_argument("--batch-size", type=int, default=4,
+                   help="episodes played in lock step, their model queries batched (default 4)")
     p.add_argument("--env-kwargs", default=None, help="JSON object of gym.make kwargs (e.g. a user simulator)")
     p.set_defaults(func=_run)
 
@@ -54,12 +56,13 @@ def _run(args: argparse.Namespace) -> int:
     for spec in args.policy:
         policy = resolve_policy(spec, model=args.model, adapters=args.adapters, router=args.router,
                                 max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                                greedy=args.greedy or None, seed=args.seed)
+                                greedy=args.greedy or None, seed=args.seed, batch_size=args.batch_size)
         folder = out / _slug(spec)
         with Progress(console=console) as progress:
             bar = progress.add_task(f"{spec}", total=len(tasks) * args.trials)
             rep = evaluate(args.env, policy, tasks, args.trials, store=folder / "episodes.jsonl", base_seed=args.seed,
-                           env_kwargs=env_kwargs, on_episode=lambda _t, p=progress, b=bar: p.advance(b))
+                           env_kwargs=env_kwargs, batch_size=args.batch_size if getattr(policy, "batchable", True) else 1,
+                           on_episode=lambda _t, p=progress, b=bar: p.advance(b))
         doc = rep.to_dict()
         doc["spec"] = spec
         if hasattr(policy, "decisions"):

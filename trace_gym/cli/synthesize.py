@@ -20,6 +20,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=int, default=8, help="calibration seeds")
     p.add_argument("--samples", type=int, default=4, help="calibration samples per seed")
     p.add_argument("--tune", action="store_true", help="tune difficulty knobs into the target band while calibrating")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="calibration: generation limit per action (model policies)")
+    p.add_argument("--temperature", type=float, default=None, help="calibration: sampling temperature (model policies)")
+    p.add_argument("--batch-size", type=int, default=None, help="calibration: episodes played in lock step (model policies)")
+    p.add_argument("--difficulty", action="append", default=[], metavar="KNOB=VALUE",
+                   help="calibration: knob override for every spec (repeatable), e.g. max_steps=12")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_run)
 
@@ -69,20 +74,28 @@ def _calibrate(args, ids, paths, console) -> None:
     from trace_gym.capabilities.calibrate import calibrate, make_policy, tune
     from trace_gym.io import atomic_write_json, atomic_write_text
 
-    policy = make_policy(args.calibrate)
+    policy = make_policy(args.calibrate, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                         batch_size=args.batch_size)
     seeds = list(range(args.seed, args.seed + args.seeds))
+    knobs: dict[str, float] = {}
+    for item in args.difficulty:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--difficulty expects KNOB=VALUE, got {item!r}")
+        knobs[name.strip()] = float(value) if "." in value else int(value)
     for env_id, path in zip(ids, paths, strict=True):
         with Progress(console=console) as progress:
             bar = progress.add_task(f"calibrating {env_id}", total=None)
             tick = lambda p=progress, b=bar: p.advance(b)  # noqa: E731
             if args.tune:
-                knobs, res, trace = tune(env_id, policy, seeds, args.samples, (0.2, 0.6), on_episode=tick)
+                kw = {"env_kwargs": {"difficulty": dict(knobs)}} if knobs else {}
+                knobs_found, res, trace = tune(env_id, policy, seeds, args.samples, (0.2, 0.6), on_episode=tick, **kw)
                 doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-                for name, value in knobs.items():
+                for name, value in knobs_found.items():
                     doc.setdefault("difficulty", {}).setdefault(name, {})["default"] = value
                 atomic_write_text(path, yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120))
             else:
-                res, trace = calibrate(env_id, policy, seeds, args.samples, on_episode=tick), []
+                res, trace = calibrate(env_id, policy, seeds, args.samples, difficulty=knobs or None, on_episode=tick), []
         summary = res.summary()
         atomic_write_json(Path(path).with_suffix(".calibration.json"), {**res.to_dict(), "summary": summary, "tuning": trace})
         console.print(f"{env_id}: mean reward {res.mean_reward:.3f}; " + ", ".join(

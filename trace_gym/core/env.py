@@ -23,7 +23,6 @@ may override :meth:`_call_tool`.  Randomness comes only from ``self.np_random``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,7 +172,7 @@ class ToolEnv(gym.Env[str, str]):
         self._termination_reason = None
         parts = [render_messages(self.messages[:1])] if episode.system_prompt is not None else []
         if self.tools_in_observation and len(self.tools):
-            listing = "\n".join(json.dumps(s["function"], ensure_ascii=False) for s in self.tools.schemas())
+            listing = self.tools.listing()
             parts.append(f"[tools]\n{listing}")
         start = 1 if episode.system_prompt is not None else 0
         if len(self.messages) > start:

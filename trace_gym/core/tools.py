@@ -9,6 +9,7 @@ rejected call changes no state (tools must themselves check before they mutate).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -109,12 +110,14 @@ class ToolSet:
         for t in tools:
             self.add(t)
         self._schemas: list[dict[str, Any]] | None = None
+        self._listing: str | None = None
 
     def add(self, tool: Tool) -> None:
         if tool.name in self._tools:
             raise ValueError(f"duplicate tool name {tool.name!r}")
         self._tools[tool.name] = tool
         self._schemas = None
+        self._listing = None
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
@@ -137,6 +140,12 @@ class ToolSet:
         if self._schemas is None:
             self._schemas = [t.openai_schema() for t in self._tools.values()]
         return self._schemas
+
+    def listing(self) -> str:
+        """One JSON line per tool's function schema, in order (cached), as observations list tools."""
+        if self._listing is None:
+            self._listing = "\n".join(json.dumps(s["function"], ensure_ascii=False) for s in self.schemas())
+        return self._listing
 
     def call(self, name: str, arguments: Any) -> ToolResult:
         tool = self._tools.get(name)

@@ -36,6 +36,12 @@ _GUARANTEED = [
 
 
 _DAY_STR = [(_START + timedelta(days=i)).isoformat() for i in range(_DAYS + 3)]
+# the flight calendar's days, in order: flown (or cancelled), today, bookable
+_PAST_DAYS = [d for d in _DAY_STR[:_DAYS] if d < TODAY]
+_HAS_TODAY = TODAY in _DAY_STR[:_DAYS]
+_FUTURE_DAYS = [d for d in _DAY_STR[:_DAYS] if d > TODAY]
+_CABIN_BASES = tuple((c, _BASE[c]) for c in _CABINS)
+_LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ0123456789"
 
 
 def _day(i: int) -> str:
@@ -51,6 +57,7 @@ def _flights(rng: random.Random, routes: int) -> dict[str, Any]:
             pairs.append((a, b))
     flights = {}
     n = 1
+    r = rng.random
     for a, b in pairs:
         for origin, dest in ((a, b), (b, a)):
             # two departures per direction, at different hours and never at the same price on a day,
@@ -62,49 +69,53 @@ def _flights(rng: random.Random, routes: int) -> dict[str, Any]:
                 n += 1
                 dur = rng.randrange(1, 5)
                 dates = {}
-                r = rng.random
-                for d in _DAY_STR[:_DAYS]:
-                    if d < TODAY:
-                        if r() < 0.1:
-                            dates[d] = {"status": "cancelled"}
-                        else:
-                            dates[d] = {"status": "landed", "actual_departure_time_est": f"{d}T{dep:02d}:0{int(r() * 10)}:00",
-                                        "actual_arrival_time_est": f"{d}T{dep + dur:02d}:0{int(r() * 10)}:00"}
-                    elif d == TODAY:
-                        dates[d] = {"status": rng.choice(["flying", "on time", "delayed"])}
+                dep_h, arr_h = f"{dep:02d}", f"{dep + dur:02d}"
+                for d in _PAST_DAYS:
+                    if r() < 0.1:
+                        dates[d] = {"status": "cancelled"}
                     else:
-                        prices = {}
-                        for c in _CABINS:
-                            p = int(_BASE[c] * (0.7 + 0.6 * r()))
-                            while (d, c, p) in seen_prices:
-                                p += 1
-                            seen_prices.add((d, c, p))
-                            prices[c] = p
-                        dates[d] = {"status": "available", "available_seats": {c: 3 + int(r() * 17) for c in _CABINS}, "prices": prices}
+                        dates[d] = {"status": "landed", "actual_departure_time_est": f"{d}T{dep_h}:0{int(r() * 10)}:00",
+                                    "actual_arrival_time_est": f"{d}T{arr_h}:0{int(r() * 10)}:00"}
+                if _HAS_TODAY:
+                    dates[TODAY] = {"status": rng.choice(["flying", "on time", "delayed"])}
+                for d in _FUTURE_DAYS:
+                    prices = {}
+                    for c, base in _CABIN_BASES:
+                        p = int(base * (0.7 + 0.6 * r()))
+                        while (d, c, p) in seen_prices:
+                            p += 1
+                        seen_prices.add((d, c, p))
+                        prices[c] = p
+                    dates[d] = {"status": "available",
+                                "available_seats": {"basic_economy": 3 + int(r() * 17), "economy": 3 + int(r() * 17),
+                                                    "business": 3 + int(r() * 17)},
+                                "prices": prices}
                 flights[fn] = {"flight_number": fn, "origin": origin, "destination": dest,
-                               "scheduled_departure_time_est": f"{dep:02d}:00:00",
-                               "scheduled_arrival_time_est": f"{dep + dur:02d}:00:00", "dates": dates}
+                               "scheduled_departure_time_est": f"{dep_h}:00:00",
+                               "scheduled_arrival_time_est": f"{arr_h}:00:00", "dates": dates}
     return flights
 
 
-def _reservation(rng: random.Random, rid: str, user: dict[str, Any], flights: dict[str, Any], cabin: str, insurance: str,
+def _reservation(rng: random.Random, rid: str, user: dict[str, Any], pool: list[dict[str, Any]],
+                 returns: dict[tuple[str, str], list[dict[str, Any]]], card: str, cabin: str, insurance: str,
                  recent: bool, flown: bool, trip: str | None = None) -> dict[str, Any]:
     r = rng.random
-    pool = list(flights.values())
     fl = pool[int(r() * len(pool))]
     first = int(r() * 5) if flown else 6 + int(r() * (_DAYS - 8))
     round_trip = r() < 0.5 if trip is None else trip == "round_trip"
-    legs = [(fl, _day(first))]
+    legs = [(fl, _DAY_STR[first])]
     if round_trip:
-        back = [f for f in pool if f["origin"] == fl["destination"] and f["destination"] == fl["origin"]]
-        legs.append((back[int(r() * len(back))], _day(first + 1 + int(r() * 2))))
-    passengers = [{"first_name": user["name"]["first_name"], "last_name": user["name"]["last_name"], "dob": user["dob"]}]
-    for p in rng.sample(user["saved_passengers"], rng.randrange(0, len(user["saved_passengers"]) + 1)):
+        back = returns[(fl["origin"], fl["destination"])]
+        legs.append((back[int(r() * len(back))], _DAY_STR[first + 1 + int(r() * 2)]))
+    name = user["name"]
+    passengers = [{"first_name": name["first_name"], "last_name": name["last_name"], "dob": user["dob"]}]
+    saved = user["saved_passengers"]
+    for p in rng.sample(saved, rng.randrange(0, len(saved) + 1)):
         passengers.append(dict(p))
+    base = _BASE[cabin]
     flights_out = [{"origin": f["origin"], "destination": f["destination"], "flight_number": f["flight_number"], "date": d,
-                    "price": int(_BASE[cabin] * (0.7 + 0.6 * r()))} for f, d in legs]
+                    "price": int(base * (0.7 + 0.6 * r()))} for f, d in legs]
     total = sum(f["price"] for f in flights_out) * len(passengers) + (30 * len(passengers) if insurance == "yes" else 0)
-    card = next(m for m in user["payment_methods"] if m.startswith("credit_card"))
     if recent:
         created = f"2024-05-15T{int(r() * 14):02d}:{int(r() * 60):02d}:00"
     else:
@@ -120,9 +131,17 @@ def _reservation(rng: random.Random, rid: str, user: dict[str, Any], flights: di
 
 def generate_airline_db(rng: random.Random, users: int = 3, extra_reservations: int = 2, routes: int = 2) -> dict[str, Any]:
     """A fresh airline database drawn from ``rng``; sizes are the difficulty knobs."""
-    db: dict[str, Any] = {"flights": _flights(rng, routes), "users": {}, "reservations": {}}
+    flights = _flights(rng, routes)
+    db: dict[str, Any] = {"flights": flights, "users": {}, "reservations": {}}
+    pool = list(flights.values())
+    returns: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (origin, destination) -> flights back, in order
+    for f in pool:
+        returns.setdefault((f["origin"], f["destination"]), [])
+    for key, back in returns.items():
+        back.extend(f for f in pool if f["origin"] == key[1] and f["destination"] == key[0])
+    reservations = db["reservations"]
     used: set[str] = set()
-    letters = "ABCDEFGHJKLMNPQRSTUVWXYZ0123456789"
+    letters = _LETTERS
     names = pick_names(rng, users)
     for first, last in names:
         uid = f"{first.lower()}_{last.lower()}_{rng.randrange(1000, 9999)}"
@@ -149,13 +168,17 @@ def generate_airline_db(rng: random.Random, users: int = 3, extra_reservations: 
             (rng.choice(_CABINS), rng.choice(["yes", "no"]), rng.random() < 0.2, rng.random() < 0.2) for _ in range(extra_reservations)
         ]
         rng.shuffle(plan)
+        # the user's first credit card pays (the payment methods are keyed credit card first)
+        card = next(m for m in user["payment_methods"] if m.startswith("credit_card"))
+        user_reservations = user["reservations"]
         for cabin, insurance, recent, flown, *trip in plan:
             r = rng.random
             while True:
-                rid = "".join(letters[int(r() * 34)] for _ in range(6))
+                rid = (letters[int(r() * 34)] + letters[int(r() * 34)] + letters[int(r() * 34)]
+                       + letters[int(r() * 34)] + letters[int(r() * 34)] + letters[int(r() * 34)])
                 if rid not in used:
                     used.add(rid)
                     break
-            db["reservations"][rid] = _reservation(rng, rid, user, db["flights"], cabin, insurance, recent, flown, *trip)
-            user["reservations"].append(rid)
+            reservations[rid] = _reservation(rng, rid, user, pool, returns, card, cabin, insurance, recent, flown, *trip)
+            user_reservations.append(rid)
     return db

@@ -17,6 +17,17 @@ CLONABLE = {"retail": ("orders", "users"), "airline": ("reservations", "users")}
 _LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ0123456789"
 
 
+def _copy(value: Any) -> Any:
+    """A deep copy of a database record (plain dicts, lists and scalars, no shared parts)."""
+    if type(value) is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copy(v) for v in value]
+    if isinstance(value, (str, int, float, type(None))):
+        return value
+    return copy.deepcopy(value)  # anything unusual: the general copy
+
+
 def _fresh(rng: random.Random, make: Any, taken: dict[str, Any]) -> str:
     while True:
         key = make(rng)
@@ -28,7 +39,7 @@ def clone_record(db: dict[str, Any], domain: str, table: str, record: dict[str, 
     """Insert a copy of ``record`` into ``db[table]`` under a fresh id and return it."""
     if table not in CLONABLE.get(domain, ()):
         raise ValueError(f"cannot clone {domain} {table}; clonable tables: {list(CLONABLE.get(domain, ()))}")
-    rec = copy.deepcopy(record)
+    rec = _copy(record)
     rows = db[table]
     if table == "users":
         first, last = rec["name"]["first_name"].lower(), rec["name"]["last_name"].lower()

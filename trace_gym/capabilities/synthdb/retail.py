@@ -36,9 +36,14 @@ _UNSET = {"cancel_reason": None, "exchange_items": None, "exchange_new_items": N
           "exchange_price_difference": None, "return_items": None, "return_payment_method_id": None}
 
 
+_NAMES_SORTED = sorted(CATALOG)
+# name -> (option names, every combination of option values, in itertools.product order)
+_COMBOS = {name: (list(dims), list(itertools.product(*dims.values()))) for name, (_, dims) in CATALOG.items()}
+_SPANS = {n: (10 ** (n - 1), 9 * 10 ** (n - 1)) for n in range(1, 13)}
+
+
 def _digits(rng: random.Random, n: int, used: set[str]) -> str:
-    lo = 10 ** (n - 1)
-    span = 9 * lo
+    lo, span = _SPANS[n] if n in _SPANS else (10 ** (n - 1), 9 * 10 ** (n - 1))
     r = rng.random
     while True:
         s = str(lo + int(r() * span))
@@ -48,11 +53,12 @@ def _digits(rng: random.Random, n: int, used: set[str]) -> str:
 
 
 def _products(rng: random.Random, n_products: int, variants: int, used: set[str]) -> dict[str, Any]:
-    names = rng.sample(sorted(CATALOG), min(n_products, len(CATALOG)))
+    names = rng.sample(_NAMES_SORTED, min(n_products, len(CATALOG)))
     products = {}
+    r = rng.random
     for name in names:
-        base, dims = CATALOG[name]
-        combos = list(itertools.product(*dims.values()))
+        base = CATALOG[name][0]
+        dims, combos = _COMBOS[name]
         chosen = rng.sample(combos, min(variants, len(combos)))
         pid = _digits(rng, 10, used)
         vs = {}
@@ -61,8 +67,8 @@ def _products(rng: random.Random, n_products: int, variants: int, used: set[str]
             vs[iid] = {
                 "item_id": iid,
                 "options": dict(zip(dims, combo, strict=True)),
-                "available": i < 2 or rng.random() < 0.75,  # at least two available variants
-                "price": round(base * (0.85 + 0.3 * rng.random()), 2),
+                "available": i < 2 or r() < 0.75,  # at least two available variants
+                "price": round(base * (0.85 + 0.3 * r()), 2),
             }
         products[pid] = {"name": name, "product_id": pid, "variants": vs}
     return products
@@ -85,9 +91,12 @@ def generate_retail_db(rng: random.Random, users: int = 3, extra_orders: int = 2
     used: set[str] = set()
     catalog = _products(rng, products, variants, used)
     product_list = list(catalog.values())
-    variant_lists = {p["product_id"]: list(p["variants"].values()) for p in product_list}
+    n_products = len(product_list)
+    variant_lists = [list(p["variants"].values()) for p in product_list]
     db: dict[str, Any] = {"products": catalog, "users": {}, "orders": {}}
+    orders = db["orders"]
     names = pick_names(rng, users)
+    r = rng.random
     for first, last in names:
         suffix = _digits(rng, 4, used)
         uid = f"{first.lower()}_{last.lower()}_{suffix}"
@@ -96,7 +105,7 @@ def generate_retail_db(rng: random.Random, users: int = 3, extra_orders: int = 2
             cc: {"source": "credit_card", "id": cc, "brand": rng.choice(["visa", "mastercard"]), "last_four": f"{rng.randrange(0, 10000):04d}"},
             gc: {"source": "gift_card", "id": gc, "balance": float(rng.randrange(20, 400))},
         }
-        if rng.random() < 0.5:
+        if r() < 0.5:
             pp = f"paypal_{_digits(rng, 7, used)}"
             methods[pp] = {"source": "paypal", "id": pp}
         user = {
@@ -110,24 +119,30 @@ def generate_retail_db(rng: random.Random, users: int = 3, extra_orders: int = 2
         db["users"][uid] = user
         plan = list(_GUARANTEED) + [(rng.choice(_STATUSES), "any") for _ in range(extra_orders)]
         rng.shuffle(plan)
+        # the user's payment methods are fixed from here on (only the gift card balance may change)
+        card_like = [m for m in methods if not m.startswith("gift_card")]
+        any_method = sorted(methods)
+        address = user["address"]
+        user_orders = user["orders"]
+        gift_card = methods[gc]
+        k_max = min(3, n_products)
         for status, paid in plan:
-            card_like = [m for m in methods if not m.startswith("gift_card")]
-            pm = gc if paid == "gift_card" else rng.choice(card_like) if paid == "card" else rng.choice(sorted(methods))
-            r = rng.random
-            k = 1 + int(r() * min(3, len(product_list)))
-            start = int(r() * len(product_list))
+            pm = gc if paid == "gift_card" else rng.choice(card_like) if paid == "card" else rng.choice(any_method)
+            k = 1 + int(r() * k_max)
+            start = int(r() * n_products)
             items = []
             for j in range(k):  # k different products, from a random starting point
-                prod = product_list[(start + j) % len(product_list)]
-                vs = variant_lists[prod["product_id"]]
+                at = (start + j) % n_products
+                prod = product_list[at]
+                vs = variant_lists[at]
                 v = vs[int(r() * len(vs))]
                 items.append({"name": prod["name"], "product_id": prod["product_id"], "item_id": v["item_id"], "price": v["price"], "options": dict(v["options"])})
             oid = f"#W{_digits(rng, 7, used)}"
-            total = round(sum(it["price"] for it in items), 2)
+            total = round(sum([it["price"] for it in items]), 2)
             order = {
                 "order_id": oid,
                 "user_id": uid,
-                "address": dict(user["address"]),
+                "address": dict(address),
                 "items": items,
                 "status": status,
                 "fulfillments": [] if status in ("pending", "cancelled") else [{"tracking_id": [_digits(rng, 12, used)], "item_ids": [it["item_id"] for it in items]}],
@@ -137,9 +152,9 @@ def generate_retail_db(rng: random.Random, users: int = 3, extra_orders: int = 2
             if status == "cancelled":
                 order["cancel_reason"] = rng.choice(["no longer needed", "ordered by mistake"])
                 order["payment_history"].append({"transaction_type": "refund", "amount": total, "payment_method_id": pm})
-            db["orders"][oid] = order
-            user["orders"].append(oid)
-            if status == "pending" and pm != gc and total > methods[gc]["balance"]:
+            orders[oid] = order
+            user_orders.append(oid)
+            if status == "pending" and pm != gc and total > gift_card["balance"]:
                 # the gift card can always cover a pending card-paid order (payment switches stay possible)
-                methods[gc]["balance"] = float(int(total) + rng.randrange(5, 100))
+                gift_card["balance"] = float(int(total) + rng.randrange(5, 100))
     return db
