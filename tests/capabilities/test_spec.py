@@ -122,3 +122,17 @@ def test_knob_overrides_are_range_checked(base_doc):
         spec.knobs({"nonsense": 1})
     tuned = spec.with_knob_defaults({"users": 6})
     assert tuned["difficulty"]["users"]["default"] == 6 and base_doc["difficulty"]["users"]["default"] == 3
+
+
+def test_starter_specs_ship_inside_the_package():
+    """``trace_gym/starter_envs`` (a link to ``envs/`` in the repository) is what a built wheel carries."""
+    from pathlib import Path
+
+    import trace_gym
+    from trace_gym.capabilities.entries import spec_dirs
+
+    packaged = Path(trace_gym.__file__).resolve().parent / "starter_envs"
+    repo = Path(__file__).resolve().parents[2] / "envs"
+    assert packaged.is_dir()
+    assert sorted(p.name for p in packaged.glob("cap-*.yaml")) == sorted(p.name for p in repo.glob("cap-*.yaml"))
+    assert packaged.resolve() in [d.resolve() for d in spec_dirs()]

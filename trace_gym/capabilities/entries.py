@@ -1,7 +1,9 @@
 """Registers every capability spec found in ``envs/`` as ``trace/<id>-v0``.
 
-Specs are found in the repository's ``envs/`` folder and in any folder listed in
-``TRACE_GYM_ENVS_DIR`` (``os.pathsep``-separated).  Only file names and the ``title``
+Specs are found in the repository's ``envs/`` folder (shipped inside the package as
+``trace_gym/starter_envs``, a link to it in the repository, so an installed wheel has
+the starter library too) and in any folder listed in ``TRACE_GYM_ENVS_DIR``
+(``os.pathsep``-separated).  Only file names and the ``title``
 line are read here, so importing this module stays cheap; each spec is parsed and
 validated when its environment is made.
 """
@@ -22,7 +24,8 @@ _SUFFIXES = (".yaml", ".yml", ".json")
 
 def spec_dirs() -> list[Path]:
     """Folders searched for spec files, in order."""
-    dirs = [Path(__file__).resolve().parents[2] / "envs"]
+    here = Path(__file__).resolve()
+    dirs = [here.parents[2] / "envs", here.parents[1] / "starter_envs"]
     for extra in os.environ.get("TRACE_GYM_ENVS_DIR", "").split(os.pathsep):
         if extra.strip():
             dirs.append(Path(extra).expanduser())
