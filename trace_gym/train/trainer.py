@@ -155,6 +155,30 @@ def _grpo_args(cfg: TrainConfig, out: Path, device: str, dtype: Any) -> Any:
     return GRPOConfig(**kwargs)
 
 
+def _skipping_trainer_class(base: type) -> type:
+    """``GRPOTrainer`` that skips the model on a batch whose completion tokens are all masked out.
+
+    Groups whose rewards stayed constant are dropped by masking their tokens; when every
+    group of a batch is dropped the loss is exactly zero, so the forward and backward
+    passes over multi-thousand-token prompts would only burn time.  A zero loss tied to
+    the trainable parameters takes their place (zero gradients: the same update).
+    """
+
+    class SkippingGRPOTrainer(base):  # type: ignore[misc, valid-type]
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            mask = inputs.get("completion_mask") if isinstance(inputs, dict) else None
+            if mask is not None and not return_outputs and int(mask.sum()) == 0:
+                import torch
+
+                params = [p for p in model.parameters() if p.requires_grad]
+                zero = torch.zeros((), device=mask.device)
+                self.skipped_batches = getattr(self, "skipped_batches", 0) + 1
+                return sum((p.sum() for p in params), zero) * 0.0
+            return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+
+    return SkippingGRPOTrainer
+
+
 def _callback_class():
     from transformers import TrainerCallback
 
@@ -299,7 +323,7 @@ def train(
     dataset = seed_dataset(range(cfg.train_seed_start, cfg.train_seed_start + cfg.num_train_seeds))
     progress = ProgressDisplay(cfg.max_steps, enabled=cfg.progress, description=cfg.run_name or out.name)
     cb = _callback_class()(rollout, metrics, progress)
-    trainer = GRPOTrainer(
+    trainer = _skipping_trainer_class(GRPOTrainer)(
         model=peft_model,
         reward_funcs=[env_reward],
         args=args,
