@@ -87,3 +87,19 @@ def test_cli_synthesize_registers_and_calibrates(tmp_path):
     assert rc == 0
     cal = json.loads((tmp_path / "envs" / "syn-refund-policy-compliance-retail.calibration.json").read_text())
     assert cal["summary"]["mean_reward"] == 1.0 and cal["summary"]["episodes"] == 2
+
+
+def test_cli_synthesize_clamps_difficulty_overrides_per_spec(tmp_path, capsys):
+    from trace_gym.cli import main
+
+    caps = tmp_path / "capabilities.json"
+    caps.write_text(json.dumps(_doc(["multi-step-completion"])))
+    rc = main(["synthesize", str(caps), "--domain", "retail", "--out", str(tmp_path / "envs"),
+               "--calibrate", "reference", "--seeds", "1", "--samples", "1",
+               "--difficulty", "max_steps=12", "--difficulty", "no_such_knob=3"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "max_steps=12 is outside [24, 80]; using 24" in " ".join(out.split())
+    assert "no knob 'no_such_knob'" in out
+    cal = json.loads((tmp_path / "envs" / "syn-multi-step-completion-retail.calibration.json").read_text())
+    assert cal["difficulty"]["max_steps"] == 24 and cal["summary"]["mean_reward"] == 1.0

@@ -84,19 +84,47 @@ def _calibrate(args, ids, paths, console) -> None:
             raise SystemExit(f"--difficulty expects KNOB=VALUE, got {item!r}")
         knobs[name.strip()] = float(value) if "." in value else int(value)
     for env_id, path in zip(ids, paths, strict=True):
+        try:
+            spec_knobs = _clamped_knobs(env_id, knobs, console)
+        except (ValueError, KeyError) as exc:
+            console.print(f"[red]{env_id}: not calibrated:[/red] {exc}")
+            continue
         with Progress(console=console) as progress:
             bar = progress.add_task(f"calibrating {env_id}", total=None)
             tick = lambda p=progress, b=bar: p.advance(b)  # noqa: E731
             if args.tune:
-                kw = {"env_kwargs": {"difficulty": dict(knobs)}} if knobs else {}
+                kw = {"env_kwargs": {"difficulty": dict(spec_knobs)}} if spec_knobs else {}
                 knobs_found, res, trace = tune(env_id, policy, seeds, args.samples, (0.2, 0.6), on_episode=tick, **kw)
                 doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
                 for name, value in knobs_found.items():
                     doc.setdefault("difficulty", {}).setdefault(name, {})["default"] = value
                 atomic_write_text(path, yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120))
             else:
-                res, trace = calibrate(env_id, policy, seeds, args.samples, difficulty=knobs or None, on_episode=tick), []
+                res, trace = calibrate(env_id, policy, seeds, args.samples, difficulty=spec_knobs or None, on_episode=tick), []
         summary = res.summary()
         atomic_write_json(Path(path).with_suffix(".calibration.json"), {**res.to_dict(), "summary": summary, "tuning": trace})
         console.print(f"{env_id}: mean reward {res.mean_reward:.3f}; " + ", ".join(
             f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items() if not isinstance(v, (dict, list))))
+
+
+def _clamped_knobs(env_id: str, knobs: dict[str, float], console) -> dict[str, float]:
+    """``--difficulty`` values for one spec: knobs it lacks are left out and values outside its
+    declared range are moved to the nearest bound (each said on the console)."""
+    import gymnasium as gym
+
+    if not knobs:
+        return {}
+    env = gym.make(env_id).unwrapped
+    declared = env.cap_spec.data.get("difficulty", {})
+    env.close()
+    out: dict[str, float] = {}
+    for name, value in knobs.items():
+        if name not in declared:
+            console.print(f"{env_id}: no knob {name!r}; --difficulty {name} ignored for it")
+            continue
+        lo, hi = declared[name]["min"], declared[name]["max"]
+        clamped = min(max(value, lo), hi)
+        if clamped != value:
+            console.print(f"{env_id}: {name}={value} is outside [{lo}, {hi}]; using {clamped}")
+        out[name] = clamped
+    return out
