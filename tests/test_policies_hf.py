@@ -235,3 +235,20 @@ def test_greedy_batch_matches_transformers_generate(tiny):
         with torch.inference_mode():
             ref = model.generate(**enc, max_new_tokens=6, do_sample=False, pad_token_id=tok.pad_token_id)
         assert text == tok.decode(ref[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+def test_peft_wrapped_model_uses_the_base_models_forward_arguments(tiny):
+    """Through a PEFT wrapper the policy still passes the cache by its current name and asks
+    for the last position's logits only; a fresh LoRA (B = 0) leaves greedy output unchanged."""
+    peft = pytest.importorskip("peft")
+    import copy
+
+    model, tok = tiny
+    base = HFPolicy(model, tok, max_new_tokens=6, greedy=True)
+    wrapped = peft.get_peft_model(copy.deepcopy(model), peft.LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
+    wrapped.eval()
+    lora = HFPolicy(wrapped, tok, max_new_tokens=6, greedy=True)
+    assert lora._forward_kwargs() == base._forward_kwargs()
+    assert base._forward_kwargs()[1] == {"logits_to_keep": 1}
+    requests = [(_conversation(["save a"]), TOOLS), (MESSAGES, TOOLS)]
+    assert lora.act_batch(requests, seeds=[0, 1]) == base.act_batch(requests, seeds=[0, 1])

@@ -516,10 +516,15 @@ class HFPolicy:
 
     def _forward_kwargs(self) -> tuple[str, dict[str, Any]]:
         """The cache argument's name (``cache`` in newer transformers, ``past_key_values`` before)
-        and ``logits_to_keep=1`` where supported (only the last position's logits are needed)."""
+        and ``logits_to_keep=1`` where supported (only the last position's logits are needed).
+
+        A PEFT wrapper's ``forward`` takes ``**kwargs`` and hands them to the base model,
+        so the base model's signature is the one that says what is accepted."""
         import inspect
 
-        params = inspect.signature(self.model.forward).parameters
+        get_base = getattr(self.model, "get_base_model", None)
+        target = get_base() if callable(get_base) else self.model
+        params = inspect.signature(target.forward).parameters
         name = "cache" if "cache" in params else "past_key_values"
         extra = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
         return name, extra
