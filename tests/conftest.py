@@ -7,9 +7,21 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
+
+from trace_gym.datadirs import DataDirError, tau2_data_dir  # noqa: E402
 
 settings.register_profile("ci", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")
 
 import tests.core.counter_env  # noqa: E402,F401  (registers trace-test/counter-v0)
+
+
+@pytest.fixture(scope="session")
+def tau2_data():
+    """The τ²-bench data folder; tests that take it skip cleanly when the data is absent."""
+    try:
+        return tau2_data_dir()
+    except DataDirError as exc:
+        pytest.skip(f"τ²-bench data not available: {exc}")

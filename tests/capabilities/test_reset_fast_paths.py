@@ -106,7 +106,7 @@ def test_synthetic_databases_are_unchanged(domain, sizes, expected):
 @pytest.mark.parametrize("tools_in_observation", [True, False])
 @pytest.mark.parametrize("name", sorted(PINNED))
 def test_reset_matches_the_core_reset(tau2_data, name, tools_in_observation):
-    """CapabilityEnv.reset (listing built once) gives what ToolEnv.reset gives."""
+    """CapabilityEnv.reset (the core reset plus seed bookkeeping) gives what ToolEnv.reset gives."""
     env_id = f"trace/{name}"
     if env_id not in gym.registry:
         pytest.skip(f"{env_id} is not registered")

@@ -14,17 +14,10 @@ import json
 import pytest
 
 from trace_gym.core.toolcalls import parse_action
-from trace_gym.datadirs import DataDirError, tau2_data_dir
 from trace_gym.tau2.engine import Model, Tau2Environment, to_json_str
 from trace_gym.tau2.env import Tau2Env
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _data():
-    try:
-        tau2_data_dir()
-    except DataDirError as exc:
-        pytest.skip(f"τ²-bench data not available: {exc}")
+pytestmark = pytest.mark.usefixtures("tau2_data")  # skip cleanly without the τ²-bench data
 
 
 def _plain_text(env: Tau2Environment, name: str, args: dict) -> str:

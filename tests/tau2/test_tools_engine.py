@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from trace_gym.datadirs import DataDirError, tau2_data_dir
+from trace_gym.datadirs import tau2_data_dir
 from trace_gym.tau2.engine import Tau2Environment, load_domain
 from trace_gym.tau2.hashing import canonical_sha256, tau2_hash
 
@@ -21,12 +21,7 @@ README_INITIAL = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _data():
-    try:
-        tau2_data_dir()
-    except DataDirError as exc:
-        pytest.skip(f"τ²-bench data not available: {exc}")
+pytestmark = pytest.mark.usefixtures("tau2_data")  # skip cleanly without the τ²-bench data
 
 
 def _full_hashes(env: Tau2Environment) -> dict:

@@ -147,13 +147,6 @@ class DomainTools:
             tool.validate = quick_validator(tool.parameters, tool.validate)
             tools.append(tool)
         self.toolset = ToolSet(tools)
-        self._listing: str | None = None
-
-    def listing(self) -> str:
-        """The ``[tools]`` block of the opening observation: one JSON line per tool (built once)."""
-        if self._listing is None:
-            self._listing = "[tools]\n" + "\n".join(json.dumps(s["function"], ensure_ascii=False) for s in self.toolset.schemas())
-        return self._listing
 
     def validate(self, name: str, args: dict[str, Any]) -> str | None:
         """The schema check of one call (``None`` when the arguments are valid)."""

@@ -14,9 +14,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-
-from ..core.env import Episode, ToolEnv, render_messages
+from ..core.env import Episode, ToolEnv
 from ..core.toolcalls import format_tool_call
 from ..core.tools import ToolResult
 from .backend import engine_available, open_backend
@@ -103,29 +101,8 @@ class CapabilityEnv(ToolEnv):
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        # ToolEnv.reset's contract and observation, with the tool listing rendered once per
-        # environment (the exposed tools never change); tests pin it to ToolEnv.reset's output.
         self._seed = seed
-        gym.Env.reset(self, seed=seed)
-        episode = self._start(dict(options or {}))
-        self.tools = episode.tools
-        self.messages = [{"role": "system", "content": episode.system_prompt}]
-        self.messages.extend(episode.messages)
-        self._invalid = set()
-        self._steps = 0
-        self._call_counter = 0
-        self._done = False
-        self._termination_reason = None
-        parts = [render_messages(self.messages[:1])]
-        if self.tools_in_observation and len(self.tools):
-            parts.append(self._domain_tools.listing())
-        if len(self.messages) > 1:
-            parts.append(render_messages(self.messages[1:]))
-        self._last_obs = self._clip("\n\n".join(parts))
-        info = self._info(**episode.info)
-        if self.render_mode == "human":
-            self.render()
-        return self._last_obs, info
+        return super().reset(seed=seed, options=options)
 
     # ------------------------------------------------------------------ ToolEnv hooks
     def _start(self, options: dict[str, Any]) -> Episode:

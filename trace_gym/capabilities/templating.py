@@ -97,17 +97,21 @@ def _apply(value: Any, flt: str) -> Any:
     raise TemplateError(f"unknown filter {name!r}; expected one of {list(FILTERS)}")
 
 
-def _resolve(ctx: dict[str, Any], expr: str) -> Any:
-    path, *filters = expr.split("|")
-    value = lookup(ctx, path.strip())
+def _filtered(value: Any, filters: list[str], path: str) -> Any:
+    """``value`` through each filter in turn; a failing filter is a :class:`TemplateError` naming it."""
     for f in filters:
         try:
             value = _apply(value, f)
         except TemplateError:
             raise
         except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
-            raise TemplateError(f"filter {f.strip()!r} cannot apply to {type(value).__name__} at {path.strip()!r}: {exc}") from None
+            raise TemplateError(f"filter {f.strip()!r} cannot apply to {type(value).__name__} at {path!r}: {exc}") from None
     return value
+
+
+def _resolve(ctx: dict[str, Any], expr: str) -> Any:
+    path, *filters = expr.split("|")
+    return _filtered(lookup(ctx, path.strip()), filters, path.strip())
 
 
 def render(value: Any, ctx: dict[str, Any]) -> Any:
@@ -123,8 +127,7 @@ def render(value: Any, ctx: dict[str, Any]) -> Any:
                 return "{"
             if tok == "}}":
                 return "}"
-            v = _resolve(ctx, mm.group(1))
-            return v if isinstance(v, str) else (", ".join(map(str, v)) if isinstance(v, list) else str(v))
+            return _as_text(_resolve(ctx, mm.group(1)))
 
         return _PH.sub(sub, value)
     if isinstance(value, list):
@@ -143,15 +146,7 @@ def _compile_expr(expr: str) -> Callable[[dict[str, Any]], Any]:
         return get
 
     def resolve(ctx: dict[str, Any]) -> Any:
-        value = get(ctx)
-        for f in filters:
-            try:
-                value = _apply(value, f)
-            except TemplateError:
-                raise
-            except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
-                raise TemplateError(f"filter {f.strip()!r} cannot apply to {type(value).__name__} at {path!r}: {exc}") from None
-        return value
+        return _filtered(get(ctx), filters, path)
 
     return resolve
 

@@ -45,7 +45,8 @@ def _seeds(text: str) -> list[int]:
     return parse_seeds(text)
 
 
-def _knobs(items: list[str] | None) -> dict[str, float]:
+def parse_knobs(items: list[str] | None) -> dict[str, float]:
+    """``--difficulty KNOB=VALUE`` flags as a mapping (ints unless the value has a dot)."""
     out: dict[str, float] = {}
     for item in items or []:
         key, sep, val = item.partition("=")
@@ -66,7 +67,7 @@ def _run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     try:
         seeds = _seeds(args.seeds)
-        knobs = _knobs(args.difficulty)
+        knobs = parse_knobs(args.difficulty)
         lo, _, hi = args.band.partition(",")
         band = (float(lo), float(hi))
         policy = make_policy(args.policy, temperature=args.temperature, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)

@@ -72,17 +72,16 @@ def _calibrate(args, ids, paths, console) -> None:
     from rich.progress import Progress
 
     from trace_gym.capabilities.calibrate import calibrate, make_policy, tune
+    from trace_gym.cli.calibrate import parse_knobs
     from trace_gym.io import atomic_write_json, atomic_write_text
 
     policy = make_policy(args.calibrate, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                          batch_size=args.batch_size)
     seeds = list(range(args.seed, args.seed + args.seeds))
-    knobs: dict[str, float] = {}
-    for item in args.difficulty:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--difficulty expects KNOB=VALUE, got {item!r}")
-        knobs[name.strip()] = float(value) if "." in value else int(value)
+    try:
+        knobs = parse_knobs(args.difficulty)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     for env_id, path in zip(ids, paths, strict=True):
         try:
             spec_knobs = _clamped_knobs(env_id, knobs, console)
