@@ -1,30 +1,48 @@
-"""Seconds per GRPO step: trace-gym's env-driven trainer vs a bare TRL GRPOTrainer.
+"""Seconds per GRPO step and peak memory: a bare TRL GRPOTrainer vs trace-gym's trainer, sharing off and on.
 
-Both sides train the same model with the same LoRA, batch, group size, sampling
-settings and completion length on the same single-turn task ("say the word X";
-reward = the word is present, plus a length term).  The bare side is TRL's
-stock pipeline: a dataset of chat prompts and a reward function on the completion
-text.  The trace-gym side goes through :class:`trace_gym.train.EnvRolloutFunc`:
-env reset, chat-template rendering, generation, env step and env reward.
+Two cases, each trained on four sides with the same model, LoRA, group size G,
+groups per step, completion length, sampling settings and steps:
 
-    python benchmarks/trainer_overhead.py [--model tiny|smollm2] [--steps 4] [--threads 1]
+* ``cap``: ``trace/cap-refund-policy-v0``, a capability env with a long opening
+  (system prompt, policy, tool listing, first user message) and multi-turn episodes;
+* ``toy``: a one-turn "say the word X" task with a short prompt.
 
-Prints the median seconds per step (first step excluded as warm-up) for each side
-and their ratio; the target is a ratio of at most 1.1.
+Sides: ``bare`` is TRL's stock pipeline fed the same opening prompts (rendered as
+trace-gym renders them) with a reward on the completion text: the anchor.  ``off``
+is trace-gym's trainer (:class:`trace_gym.train.EnvRolloutFunc` through the env)
+with ``shared_prefix`` off; ``on`` computes each group's shared prefix once, in the
+loss (exact) and as a KV cache while sampling; ``detached`` also skips the
+gradient of the shared prefix (the approximate mode).
+
+Each side runs in a fresh process, so its peak resident memory is its own.  Per
+side: median seconds per step (the first step excluded as warm-up), peak RSS (and
+peak CUDA memory on a GPU), the ratio to bare TRL, the last step's mean reward and
+the cosine between its LoRA update and the ``on`` side's: the sides see the same
+rollouts on the first step, so ``off`` should give 1.000 and ``detached`` shows how
+far dropping the prompt's gradient moves the update.
+
+    python benchmarks/trainer_overhead.py [--model smollm2|tiny] [--steps 4] [--generations 4] \\
+        [--max-tokens 256] [--cases cap,toy] [--sides bare,off,on,detached] [--threads 1]
+
+Targets (``cap``): ``on`` >= 3x faster per step than ``bare``; ``off`` <= 1.1x ``bare``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -36,6 +54,9 @@ from trace_gym.core.env import Episode  # noqa: E402
 
 WORDS = ["apple", "river", "stone", "cloud", "ember", "maple", "orbit", "tulip"]
 SYSTEM = "You are a helpful assistant."
+CAP_ENV = "trace/cap-refund-policy-v0"
+SIDES = ("bare", "off", "on", "detached")
+NUM_SEEDS = 64
 
 
 def task(seed: int) -> tuple[str, str]:
@@ -48,7 +69,7 @@ def score(word: str, text: str) -> float:
 
 
 class SayWordEnv(ToolEnv):
-    """The benchmark task as a one-turn env."""
+    """The toy task as a one-turn env."""
 
     def __init__(self, **kwargs: Any):
         super().__init__(max_steps=1, **kwargs)
@@ -71,9 +92,9 @@ class SayWordEnv(ToolEnv):
         return score(self.word, text), {}
 
 
-ENV_ID = "trace-bench/say-word-v0"
-if ENV_ID not in gym.registry:
-    gym.register(id=ENV_ID, entry_point=SayWordEnv)
+TOY_ENV = "trace-bench/say-word-v0"
+if TOY_ENV not in gym.registry:
+    gym.register(id=TOY_ENV, entry_point=SayWordEnv)
 
 
 class StepTimer:
@@ -89,7 +110,12 @@ class StepTimer:
             def on_step_end(self, args, state, control, **kw):
                 outer.times.append(time.perf_counter() - outer._t)
 
+            def on_log(self, args, state, control, logs=None, **kw):
+                if logs and "reward" in logs:
+                    outer.rewards.append(float(logs["reward"]))
+
         self.times: list[float] = []
+        self.rewards: list[float] = []
         self._t = 0.0
         self.callback = _CB()
 
@@ -101,7 +127,8 @@ def grpo_args(out: str, a: argparse.Namespace) -> Any:
         output_dir=out, per_device_train_batch_size=a.generations * a.groups, num_generations=a.generations,
         max_completion_length=a.max_tokens, max_steps=a.steps + 1, learning_rate=1e-5, beta=0.0, epsilon=0.2,
         epsilon_high=0.28, loss_type="dapo", temperature=1.0, top_k=0, top_p=1.0, report_to="none", disable_tqdm=True,
-        save_strategy="no", logging_steps=1, seed=0, use_cpu=a.device == "cpu", remove_unused_columns=False,
+        save_strategy="no", logging_steps=1, seed=0, use_cpu=a.device == "cpu", bf16=False, remove_unused_columns=False,
+        gradient_checkpointing=a.gradient_checkpointing,
     )
 
 
@@ -113,63 +140,157 @@ def fresh_model(a: argparse.Namespace) -> tuple[Any, Any]:
     return wrap_lora(model, TrainConfig(lora_r=16, lora_alpha=32)), tok
 
 
-def run_bare(a: argparse.Namespace, out: str) -> list[float]:
+def bare_dataset(case: str, tok: Any) -> tuple[Any, Any]:
+    """The opening prompts trace-gym samples from, and a reward on the completion text, for the bare trainer."""
     from datasets import Dataset
-    from trl import GRPOTrainer
 
-    seeds = list(range(64))
-    prompts = [[{"role": "system", "content": SYSTEM}, {"role": "user", "content": task(s)[1]}] for s in seeds]
-    data = Dataset.from_dict({"prompt": prompts, "word": [task(s)[0] for s in seeds]})
+    if case == "toy":
+        prompts = [[{"role": "system", "content": SYSTEM}, {"role": "user", "content": task(s)[1]}] for s in range(NUM_SEEDS)]
+        data = Dataset.from_dict({"prompt": prompts, "word": [task(s)[0] for s in range(NUM_SEEDS)]})
 
-    def reward(completions, word, **_):
-        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
-        return [score(w, t) for w, t in zip(word, texts, strict=True)]
+        def reward(completions, word, **_):
+            texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+            return [score(w, t) for w, t in zip(word, texts, strict=True)]
 
-    model, tok = fresh_model(a)
-    timer = StepTimer()
-    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=grpo_args(out, a), train_dataset=data,
-                          processing_class=tok, callbacks=[timer.callback])
-    trainer.train()
-    return timer.times
+        return data, reward
+    from trace_gym.train.chat import ChatRenderer
 
+    renderer = ChatRenderer(tok)
+    env = gym.make(CAP_ENV, disable_env_checker=True)
+    texts = []
+    for s in range(NUM_SEEDS):
+        _, info = env.reset(seed=s)
+        texts.append(renderer.prompt_text(list(info["messages"]), list(info.get("tools") or [])))
+    env.close()
 
-def run_trace(a: argparse.Namespace, out: str) -> list[float]:
-    from trl import GRPOTrainer
+    def length_reward(completions, **_):  # a stand-in: the anchor measures compute, not the task
+        return [min(len(c if isinstance(c, str) else str(c)), 400) / 400 for c in completions]
 
-    from trace_gym.train import grpo_trainer_kwargs
-
-    model, tok = fresh_model(a)
-    timer = StepTimer()
-    kwargs = grpo_trainer_kwargs(ENV_ID, seeds=range(64), num_generations=a.generations, max_new_tokens_per_turn=a.max_tokens,
-                                 max_completion_length=a.max_tokens, resample_constant_groups=False)
-    trainer = GRPOTrainer(model=model, args=grpo_args(out, a), processing_class=tok, callbacks=[timer.callback], **kwargs)
-    trainer.train()
-    return timer.times
+    return Dataset.from_dict({"prompt": texts}), length_reward
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="tiny")
-    p.add_argument("--steps", type=int, default=4, help="timed steps per side (one more is run as warm-up)")
-    p.add_argument("--generations", type=int, default=4)
-    p.add_argument("--groups", type=int, default=2)
-    p.add_argument("--max-tokens", type=int, default=32)
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch default)")
-    p.add_argument("--device", default="cpu")
-    a = p.parse_args()
+def lora_state(model: Any) -> dict[str, Any]:
+    return {n: p.detach().float().cpu().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def worker(case: str, side: str, a: argparse.Namespace, out: str) -> dict[str, Any]:
     import torch
 
     if a.threads:
         torch.set_num_threads(a.threads)
+    model, tok = fresh_model(a)
+    before = lora_state(model)
+    timer = StepTimer()
+    if side == "bare":
+        from trl import GRPOTrainer
+
+        data, reward = bare_dataset(case, tok)
+        trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=grpo_args(out, a), train_dataset=data,
+                              processing_class=tok, callbacks=[timer.callback])
+    else:
+        from trace_gym.train import grpo_trainer_kwargs
+        from trace_gym.train.trainer import grpo_trainer_class
+
+        kwargs = grpo_trainer_kwargs(CAP_ENV if case == "cap" else TOY_ENV, seeds=range(NUM_SEEDS), num_generations=a.generations,
+                                     max_new_tokens_per_turn=min(a.max_tokens, a.turn_tokens), max_completion_length=a.max_tokens,
+                                     resample_constant_groups=False, prefix_cache=side != "off")
+        trainer = grpo_trainer_class()(model=model, args=grpo_args(out, a), processing_class=tok, callbacks=[timer.callback], **kwargs)
+        trainer.shared_prefix = side != "off"
+        trainer.prefix_grad = "detached" if side == "detached" else "exact"
+    if torch.cuda.is_available() and a.device != "cpu":
+        torch.cuda.reset_peak_memory_stats()
+    trainer.train()
+    after = lora_state(model)
+    delta = torch.cat([(after[n] - before[n]).flatten() for n in sorted(after)])
+    torch.save(delta, os.path.join(out, "delta.pt"))
+    result = {
+        "times": timer.times,
+        "rewards": timer.rewards,
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "delta": os.path.join(out, "delta.pt"),
+    }
+    if torch.cuda.is_available() and a.device != "cpu":
+        result["peak_cuda_gb"] = torch.cuda.max_memory_allocated() / 2**30
+    return result
+
+
+def run_side(case: str, side: str, a: argparse.Namespace, tmp: str) -> dict[str, Any]:
+    out = os.path.join(tmp, f"{case}-{side}")
+    os.makedirs(out, exist_ok=True)
+    cmd = [sys.executable, __file__, "--worker", case, side, "--out", out, *a.passthrough]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+    return {"error": f"exit {proc.returncode}: {' | '.join(tail)}"}
+
+
+def cosine(a: Any, b: Any) -> float:
+    import torch
+
+    den = float(a.norm() * b.norm())
+    return float(torch.dot(a, b)) / den if den > 0 else float("nan")
+
+
+def report(case: str, results: dict[str, dict[str, Any]], a: argparse.Namespace) -> None:
+    import torch
+
+    print(f"\ncase {case}: model={a.model} G={a.generations} groups/step={a.groups} completion tokens={a.max_tokens} "
+          f"timed steps={a.steps} gradient checkpointing={'on' if a.gradient_checkpointing else 'off'}")
+    print(f"{'side':<10}{'s/step':>9}{'x bare':>8}{'peak RSS GB':>13}{'reward':>8}{'cos(update, on)':>17}")
+    med = {s: statistics.median(r["times"][1:] or r["times"]) for s, r in results.items() if "times" in r and r["times"]}
+    ref = torch.load(results["on"]["delta"]) if "delta" in results.get("on", {}) else None
+    for side, r in results.items():
+        if "error" in r:
+            print(f"{side:<10} failed: {r['error']}")
+            continue
+        ratio = f"{med[side] / med['bare']:.2f}" if "bare" in med else "-"
+        cos = cosine(torch.load(r["delta"]), ref) if ref is not None else float("nan")
+        cos = f"{cos:.3f}" if cos == cos else "-"  # "-": no update to compare (e.g. every reward equal)
+        reward = f"{r['rewards'][-1]:.3f}" if r["rewards"] else "-"
+        mem = f"{r['peak_rss_gb']:.2f}" + (f" ({r['peak_cuda_gb']:.2f} cuda)" if "peak_cuda_gb" in r else "")
+        print(f"{side:<10}{med[side]:>9.3f}{ratio:>8}{mem:>13}{reward:>8}{cos:>17}")
+    if case == "cap" and "bare" in med:
+        if "on" in med:
+            speed = med["bare"] / med["on"]
+            print(f"sharing on vs bare TRL: {speed:.2f}x faster per step (target >= 3): {'met' if speed >= 3 else 'NOT met'}")
+        if "off" in med:
+            ratio = med["off"] / med["bare"]
+            print(f"sharing off / bare TRL: {ratio:.2f} (target <= 1.1): {'met' if ratio <= 1.1 else 'NOT met'}")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="smollm2", help="smollm2 (the real case) or tiny (a quick check of the script)")
+    p.add_argument("--steps", type=int, default=4, help="timed steps per side (one more is run as warm-up)")
+    p.add_argument("--generations", type=int, default=4)
+    p.add_argument("--groups", type=int, default=1, help="groups per step")
+    p.add_argument("--max-tokens", type=int, default=256, help="completion tokens per episode (agent and env)")
+    p.add_argument("--turn-tokens", type=int, default=64, help="tokens per agent turn on the trace-gym sides")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch default)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--gradient-checkpointing", action="store_true")
+    p.add_argument("--cases", default="cap,toy")
+    p.add_argument("--sides", default=",".join(SIDES))
+    p.add_argument("--worker", nargs=2, metavar=("CASE", "SIDE"), help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.worker:
+        result = worker(a.worker[0], a.worker[1], a, a.out)
+        print("RESULT " + json.dumps(result), flush=True)
+        return 0
+    a.passthrough = [x for x in sys.argv[1:]]
+    sides = [s for s in a.sides.split(",") if s]
+    unknown = sorted(set(sides) - set(SIDES))
+    if unknown:
+        p.error(f"unknown sides {unknown}; choose from {SIDES}")
     with tempfile.TemporaryDirectory() as tmp:
-        trace_times = run_trace(a, os.path.join(tmp, "trace"))
-        bare_times = run_bare(a, os.path.join(tmp, "bare"))
-    trace_s = statistics.median(trace_times[1:])
-    bare_s = statistics.median(bare_times[1:])
-    print(f"model={a.model} G={a.generations} groups/step={a.groups} max_tokens={a.max_tokens} timed steps={a.steps}")
-    print(f"bare TRL GRPOTrainer : {bare_s:.3f} s/step  (all: {', '.join(f'{t:.2f}' for t in bare_times)})")
-    print(f"trace-gym trainer    : {trace_s:.3f} s/step  (all: {', '.join(f'{t:.2f}' for t in trace_times)})")
-    print(f"ratio trace-gym / bare: {trace_s / bare_s:.3f}  (target <= 1.1)")
+        for case in [c for c in a.cases.split(",") if c]:
+            if case not in ("cap", "toy"):
+                p.error(f"unknown case {case!r}; choose from cap, toy")
+            results = {side: run_side(case, side, a, tmp) for side in sides}
+            report(case, results, a)
     return 0
 
 

@@ -10,7 +10,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-from trace_gym.datadirs import DataDirError, tau2_data_dir  # noqa: E402
+from trace_gym.datadirs import DataDirError, tau2_data_dir, toolsandbox_data_dir  # noqa: E402
 
 settings.register_profile("ci", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")
@@ -20,8 +20,20 @@ import tests.core.counter_env  # noqa: E402,F401  (registers trace-test/counter-
 
 @pytest.fixture(scope="session")
 def tau2_data():
-    """The τ²-bench data folder; tests that take it skip cleanly when the data is absent."""
+    """The τ²-bench data folder; tests that take it skip cleanly when the data is absent
+    (the reason names ``trace-gym data fetch tau2``).  A module whose every test reads the
+    data says ``pytestmark = pytest.mark.usefixtures("tau2_data")``."""
     try:
         return tau2_data_dir()
     except DataDirError as exc:
         pytest.skip(f"τ²-bench data not available: {exc}")
+
+
+@pytest.fixture(scope="session")
+def toolsandbox_data():
+    """The ToolSandbox data folder; tests that take it skip cleanly when the data is absent
+    (the reason names ``trace-gym data fetch toolsandbox``)."""
+    try:
+        return toolsandbox_data_dir()
+    except DataDirError as exc:
+        pytest.skip(f"ToolSandbox data not available: {exc}")

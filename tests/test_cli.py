@@ -26,7 +26,7 @@ TESTS_DIR = Path(__file__).resolve().parent
 
 def test_envs_json_matches_registry(capsys):
     assert main(["envs", "--json"]) == 0
-    listed = json.loads(capsys.readouterr().out)
+    listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(e["id"], e["description"]) for e in listed] == list_envs()
 
 

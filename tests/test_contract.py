@@ -1,12 +1,16 @@
 """The contract every registered environment must honour (one suite over all ids).
 
 Modelled on Gymnasium's own ``tests/envs/test_envs.py``: every ``trace/*`` id that
-``import trace_gym`` registers is checked automatically, plus the test-only core env.
+``import trace_gym`` registers is checked automatically, plus the test-only core env:
+the env checker, determinism, fuzzed and hostile actions (never an exception, rejected
+ones change nothing), a pickle round trip that resumes the same episode, and vector envs
+(sync, async without shared memory, and the clear error with it).
 """
 
 from __future__ import annotations
 
 import json
+import pickle
 
 import gymnasium as gym
 import pytest
@@ -15,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trace_gym  # noqa: F401  (registers trace/*)
+from trace_gym.testing import hostile_actions
 
 ENV_IDS = sorted(i for i in gym.registry if i.startswith("trace/")) + ["trace-test/counter-v0"]
 
@@ -75,6 +80,34 @@ def test_same_seed_same_episode(env_id):
     assert _run(env_id, 123) == _run(env_id, 123)
 
 
+def _play(env, actions: list[str]) -> list:
+    trace = []
+    for action in actions:
+        obs, r, term, trunc, info = env.step(action)
+        trace.append((obs, r, term, trunc, json.dumps(info, sort_keys=True, default=str)))
+        if term or trunc:
+            break
+    return trace
+
+
+def test_pickle_round_trip_resumes_the_same_episode(env_id):
+    """A pickled env (fresh or mid-episode) unpickles into one that plays on exactly like the original."""
+    env = _make(env_id)
+    fresh = pickle.loads(pickle.dumps(env))
+    assert type(fresh.unwrapped) is type(env.unwrapped)
+    obs, info = env.reset(seed=7)
+    assert fresh.reset(seed=7)[0] == obs
+    actions = _script(info)
+    first = _play(env, actions[:1])
+    _play(fresh, actions[:1])
+    if not (first[-1][2] or first[-1][3]):  # still running: pickle mid-episode
+        copy = pickle.loads(pickle.dumps(env))
+        assert copy.unwrapped.state_fingerprint() == env.unwrapped.state_fingerprint()
+        assert copy.unwrapped.transcript() == env.unwrapped.transcript()
+        assert _play(copy, actions[1:]) == _play(env, actions[1:]) == _play(fresh, actions[1:])
+    env.close()
+
+
 def _fuzz_actions(tool_names: list[str]):
     names = st.sampled_from(tool_names or ["x"]) | st.text(min_size=1, max_size=12)
     junk = st.none() | st.integers() | st.text(max_size=8) | st.lists(st.integers(), max_size=3) | st.floats(allow_nan=False)
@@ -91,6 +124,7 @@ def _fuzz_actions(tool_names: list[str]):
         st.text(alphabet="{}[]\"':,<>/", max_size=50),
         st.just("x" * 20_000),
         st.just("<tool_call>" * 3),
+        hostile_actions(tool_names, max_size=2_000),  # deep nesting, repeated tags, huge values, unicode
     )
 
 
@@ -99,7 +133,7 @@ def test_fuzzed_actions_never_raise_and_invalid_ones_change_nothing(env_id):
     _, info = env.reset(seed=0)
     tool_names = [t["function"]["name"] for t in info["tools"]]
 
-    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
     @given(_fuzz_actions(tool_names))
     def check(action):
         _, info = env.reset(seed=0)
@@ -118,6 +152,14 @@ def test_fuzzed_actions_never_raise_and_invalid_ones_change_nothing(env_id):
 
     check()
     env.close()
+
+
+def test_async_vector_env_refuses_shared_memory_with_a_clear_error(env_id):
+    from trace_gym.core.spaces import SharedMemoryError
+
+    _make(env_id).close()  # skips cleanly when the env's data is missing
+    with pytest.raises(SharedMemoryError, match=r'vector_kwargs=\{"shared_memory": False\}'):
+        gym.make_vec(env_id, num_envs=2, vectorization_mode="async")
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

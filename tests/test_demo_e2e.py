@@ -52,7 +52,7 @@ def test_demo_tiny_end_to_end_and_resume(private_dir):
     except (DataDirError, ModelUnavailableError) as exc:
         pytest.skip(str(exc))
     out = private_dir / "demo"
-    cfg = DemoConfig.for_run(out=out, model="tiny")
+    cfg = DemoConfig.for_run(out=out, model="tiny", target="tau2-retail")
     summary = run_demo(cfg, Console(record=True, width=120))
     stages = {s["stage"]: s for s in summary["stages"]}
     assert list(stages) == ["rollouts", "analysis", "synthesis", "training", "routing", "evaluation"]
@@ -80,7 +80,7 @@ def test_demo_tiny_end_to_end_and_resume(private_dir):
 
     # A second run (through the command line) skips every finished stage.
     before = (out / "rollouts" / "trajectories.jsonl").read_bytes()
-    assert main(["demo", "--model", "tiny", "--out", str(out)]) == 0
+    assert main(["demo", "--target", "tau2-retail", "--model", "tiny", "--out", str(out)]) == 0
     again = json.loads((out / "summary.json").read_text())
     assert all(s["resumed"] for s in again["stages"])
     assert (out / "rollouts" / "trajectories.jsonl").read_bytes() == before

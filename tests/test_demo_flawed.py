@@ -9,16 +9,15 @@ from trace_gym.datadirs import DataDirError
 
 @pytest.fixture(scope="module")
 def retail():
-    from trace_gym.analysis.gold import tau2_gold
-    from trace_gym.demo.stages import demo_tasks
-    from trace_gym.tau2.data import domain_dir, read_db_file
+    from trace_gym.demo.flawed import demo_tasks, task_database, write_tools
 
+    env_id = "trace/tau2-retail-v0"
     try:
-        tasks = demo_tasks("retail", 3)
-        db = read_db_file(domain_dir("retail") / "db.json")
+        tasks = demo_tasks(env_id, 3)
+        db = task_database(env_id)
     except DataDirError as exc:
         pytest.skip(str(exc))
-    _, writes = tau2_gold("trace/tau2-retail-v0", str(tasks[0]["id"]))
+    writes = write_tools(env_id, str(tasks[0]["id"]))
     return tasks, db, writes
 
 

@@ -8,13 +8,32 @@ from trace_gym.demo import DemoConfig, verdict
 
 
 def test_sizes_and_bad_model():
-    real, fast, tiny = DemoConfig.for_run(), DemoConfig.for_run(fast=True), DemoConfig.for_run(model="tiny")
+    real, fast, tiny = (DemoConfig.for_run(target="tau2-retail"), DemoConfig.for_run(fast=True, target="tau2-retail"),
+                        DemoConfig.for_run(model="tiny", target="tau2-retail"))
     assert fast.base_tasks < real.base_tasks and fast.train_steps <= real.train_steps
     assert tiny.max_new_tokens < real.max_new_tokens and tiny.train_steps <= real.train_steps
     assert 2 <= real.group_size and real.group_size <= 4 and 2 <= real.train_steps <= 4
     assert 1 <= real.max_adapters <= 2 and real.env_kwargs == {"unjudged_nl": "ignore"}
     with pytest.raises(ValueError, match="model must be one of"):
         DemoConfig(model="gpt")
+
+
+def test_toolsandbox_target_runs_without_a_scripted_agent():
+    from trace_gym.demo.config import TOOLSANDBOX_SUCCESS
+
+    real, fast, tiny = (DemoConfig.for_run(target="toolsandbox"), DemoConfig.for_run(fast=True, target="toolsandbox"),
+                        DemoConfig.for_run(model="tiny", target="toolsandbox"))
+    for c in (real, fast, tiny):
+        assert c.target == "trace/toolsandbox-v0" and not c.scripted and c.success == TOOLSANDBOX_SUCCESS
+        assert c.band == (0.2, 0.6) and c.tune_rounds >= 1 and c.min_capabilities == 1
+    assert fast.base_tasks < real.base_tasks and fast.train_steps < real.train_steps
+    assert tiny.max_new_tokens < real.max_new_tokens and tiny.train_steps <= fast.train_steps
+    assert real.train_steps >= 8 and real.eval_tasks >= 8  # enough steps for the reward to move, several categories
+    retail = DemoConfig.for_run(target="trace/tau2-retail-v0")
+    assert DemoConfig.for_run().target == retail.target  # the τ² demo stays the default until the ToolSandbox one is timed
+    assert retail.scripted and retail.success is None and retail.env_kwargs == {"unjudged_nl": "ignore"}
+    with pytest.raises(ValueError, match="target must be one of"):
+        DemoConfig.for_run(target="nonsense")
 
 
 def test_verdict_says_what_happened():

@@ -17,7 +17,8 @@ try:
 except ImportError:  # tests/ imported as a package
     from tests.helpers_envs import ENV_ID
 
-from trace_gym.policies.hf import HFPolicy, ModelUnavailableError, template_messages, tiny_test_model
+from trace_gym.policies.hf import HFPolicy, ModelUnavailableError, tiny_test_model
+from trace_gym.policies.prompting import template_messages
 from trace_gym.rollout import TrajectoryStore, collect, rollout
 
 pytestmark = pytest.mark.model
@@ -52,11 +53,11 @@ def _policy(tiny, **kw):
 
 
 def test_fallback_prompt_carries_tools_calls_and_results(tiny):
-    p = _policy(tiny)
+    p = _policy(tiny, tool_format="hermes")  # SmolLM2's own format is tested in tests/train/test_tool_format.py
     assert not p.supports_native_tools()  # SmolLM2's template ignores tools=
     prompt = p.render_prompt(MESSAGES, TOOLS)
     assert "- write_note(key?: string, text?: string): Store a note." in prompt and "<tools>" in prompt
-    as_json = _policy(tiny, tool_listing="json").render_prompt(MESSAGES, TOOLS)
+    as_json = _policy(tiny, tool_listing="json", tool_format="hermes").render_prompt(MESSAGES, TOOLS)
     assert '"name": "write_note"' in as_json
     assert '<tool_call>\n{"name": "write_note", "arguments": {"key": "a", "text": "b"}}\n</tool_call>' in prompt
     assert "<tool_response>\nsaved note 'a'\n</tool_response>" in prompt
@@ -91,7 +92,7 @@ def test_template_messages_fallback_without_system():
 
 
 def test_compact_tool_line_keeps_names_types_required_and_enums():
-    from trace_gym.policies.hf import compact_tool_line
+    from trace_gym.policies.prompting import compact_tool_line
 
     tool = {"type": "function", "function": {
         "name": "exchange", "description": "Exchange items. Long second sentence that is dropped.",
@@ -202,7 +203,8 @@ def test_rollouts_with_the_tiny_model_are_reproducible(tiny, tmp_path):
 
 def test_importing_policies_does_not_import_torch():
     code = (
-        "import sys, trace_gym, trace_gym.rollout, trace_gym.policies, trace_gym.policies.hf, "
+        "import sys, trace_gym, trace_gym.rollout, trace_gym.policies, trace_gym.policies.hf, trace_gym.policies.prompting, "
+        "trace_gym.policies.hf_models, "
         "trace_gym.policies.openai_compat; print(json.dumps(sorted(m for m in ('torch', 'transformers') if m in sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True, check=True)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import gymnasium as gym
 import pytest
@@ -20,68 +18,13 @@ from trace_gym.policies import PolicyError
 from trace_gym.policies.openai_compat import OpenAICompatPolicy, completion_to_action
 from trace_gym.rollout import rollout
 
-
-def _completion(content=None, tool_calls=None, finish="stop"):
-    """A chat.completion body in the shape vLLM returns."""
-    message = {"role": "assistant", "content": content, "tool_calls": tool_calls or [], "reasoning_content": None}
-    return {
-        "id": "chatcmpl-8f3a",
-        "object": "chat.completion",
-        "created": 1767225600,
-        "model": "served-model",
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish, "stop_reason": None}],
-        "usage": {"prompt_tokens": 120, "total_tokens": 140, "completion_tokens": 20},
-    }
+try:
+    from helpers_llm import completion, server_fixture, tool_call  # noqa: F401 (server fixture)
+except ImportError:  # tests/ imported as a package
+    from tests.helpers_llm import completion, server_fixture, tool_call  # noqa: F401 (server fixture)
 
 
-def _call(name, arguments, idx=0):
-    return {"id": f"chatcmpl-tool-{idx}", "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-class _Server:
-    """A stdlib HTTP server: answers POSTs from a queue of (status, headers, body) and records requests."""
-
-    def __init__(self):
-        self.responses: list[tuple[int, dict, bytes]] = []
-        self.requests: list[dict] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server naming)
-                length = int(self.headers.get("Content-Length", 0))
-                body = self.rfile.read(length)
-                server.requests.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(body)})
-                status, headers, payload = server.responses.pop(0) if server.responses else (500, {}, b'{"error": "queue empty"}')
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def push(self, body, status=200, headers=None):
-        payload = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.responses.append((status, headers or {}, payload))
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def server():
-    s = _Server()
-    yield s
-    s.close()
+_completion, _call = completion, tool_call
 
 
 def _policy(server, **kw):

@@ -1,85 +1,168 @@
 """Locating benchmark data that trace-gym reads but never ships.
 
-* τ²-bench: ``TAU2_DATA_DIR`` is tau2's own convention — the folder that holds
-  ``tau2/domains/<domain>/``.
-* ToolSandbox: ``TOOLSANDBOX_DATA_DIR`` is the folder that holds
-  ``scenarios/base_scenarios.jsonl`` and ``tools.json``.
+* τ²-bench: the data root holds ``tau2/domains/<domain>/`` (tau2's own ``TAU2_DATA_DIR``
+  convention: tau2-bench's ``data/`` folder).
+* ToolSandbox: the data folder holds ``scenarios/base_scenarios.jsonl`` and ``tools.json``.
 
-When the variable is unset, a development checkout's sibling ``shared/`` folder
-(``<repo>/../shared``) and ``./shared`` / ``../shared`` relative to the working
-directory are tried, in that order.
+Where the data is looked for, first match wins:
+
+1. the environment variable (``TAU2_DATA_DIR`` / ``TOOLSANDBOX_DATA_DIR``).  When it is set
+   (non-empty) it is the only place looked at: a folder without the data is an error, never a
+   silent fall-back to another copy;
+2. the per-user cache that ``trace-gym data fetch`` fills (``platformdirs``' user cache folder
+   for ``trace-gym``, or ``TRACE_GYM_CACHE_DIR``), under ``data/``;
+3. a development checkout's sibling ``shared/`` folder (``<repo>/../shared``), then ``./shared``
+   and ``../shared`` relative to the working directory.
+
+Every "not found" error names the command that gets the data: ``trace-gym data fetch``.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DataDirError", "tau2_data_dir", "toolsandbox_data_dir", "tau2_domain_dir"]
+__all__ = [
+    "DataDirError",
+    "DataLocation",
+    "cache_root",
+    "cache_folder",
+    "locate",
+    "tau2_data_dir",
+    "toolsandbox_data_dir",
+    "tau2_domain_dir",
+    "FETCH_HINT",
+]
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
+TAU2_VERSION = "1.0.1"
+
+FETCH_HINT = {
+    "tau2": "run `trace-gym data fetch tau2` (downloads τ²-bench 1.0.1's data and verifies it)",
+    "toolsandbox": "run `trace-gym data fetch toolsandbox` for how to get it",
+}
+_ENV_VAR = {"tau2": "TAU2_DATA_DIR", "toolsandbox": "TOOLSANDBOX_DATA_DIR"}
+_LABEL = {"tau2": "τ²-bench", "toolsandbox": "ToolSandbox"}
+_WHAT = {
+    "tau2": "the folder that holds tau2/domains/<domain>/, tau2-bench's data/ folder",
+    "toolsandbox": "the folder holding scenarios/base_scenarios.jsonl and tools.json",
+}
 
 
 class DataDirError(FileNotFoundError):
     """The benchmark data could not be found; the message says where we looked and how to fix it."""
 
 
-def _candidates() -> list[Path]:
+@dataclass(frozen=True)
+class DataLocation:
+    """Where a benchmark's data was found: ``path`` (what the engine reads) and ``how``
+    (``"env"``, ``"cache"`` or ``"sibling"``)."""
+
+    benchmark: str
+    path: Path
+    how: str
+
+
+def cache_root() -> Path:
+    """The per-user cache folder of trace-gym (``TRACE_GYM_CACHE_DIR`` overrides it)."""
+    env = os.environ.get("TRACE_GYM_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("trace-gym", appauthor=False))
+
+
+def cache_folder(benchmark: str) -> Path:
+    """Where ``trace-gym data fetch BENCHMARK`` installs the data (a data root as the engine reads it)."""
+    if benchmark == "tau2":
+        return cache_root() / "data" / f"tau2-{TAU2_VERSION}"
+    if benchmark == "toolsandbox":
+        return cache_root() / "data" / "toolsandbox"
+    raise ValueError(f"unknown benchmark {benchmark!r} (tau2 or toolsandbox)")
+
+
+def _siblings() -> list[Path]:
     cwd = Path.cwd()
-    return [_REPO_ROOT.parent / "shared", cwd / "shared", cwd.parent / "shared"]
+    return list(dict.fromkeys([_REPO_ROOT.parent / "shared", cwd / "shared", cwd.parent / "shared"]))
+
+
+def _tau2_root(folder: Path) -> Path | None:
+    if (folder / "tau2" / "domains").is_dir():
+        return folder
+    if folder.name == "tau2" and (folder / "domains").is_dir():  # pointed one level too deep: accept it
+        return folder.parent
+    return None
+
+
+def _toolsandbox_root(folder: Path) -> Path | None:
+    need = Path("scenarios") / "base_scenarios.jsonl"
+    if (folder / need).is_file():
+        return folder
+    if (folder / "toolsandbox" / need).is_file():
+        return folder / "toolsandbox"
+    return None
+
+
+def locate(benchmark: str) -> tuple[DataLocation | None, list[str]]:
+    """Find a benchmark's data by the rules above: ``(location or None, places looked at)``."""
+    check = {"tau2": _tau2_root, "toolsandbox": _toolsandbox_root}[benchmark]
+    var = _ENV_VAR[benchmark]
+    env = os.environ.get(var)
+    if env:
+        folder = Path(env).expanduser()
+        root = check(folder)
+        return (DataLocation(benchmark, root, "env") if root else None), [f"{var}={env}"]
+    tried: list[str] = []
+    try:
+        cached = cache_folder(benchmark)
+    except ModuleNotFoundError:  # platformdirs missing from a broken install: skip the cache
+        cached = None
+    if cached is not None:
+        tried.append(str(cached))
+        root = check(cached)
+        if root is not None:
+            return DataLocation(benchmark, root, "cache"), tried
+    for c in _siblings():
+        tried.append(str(c / ("tau2" if benchmark == "tau2" else "toolsandbox")))
+        root = check(c)
+        if root is not None:
+            return DataLocation(benchmark, root, "sibling"), tried
+    return None, tried
+
+
+def _not_found(benchmark: str, tried: list[str]) -> DataDirError:
+    var, label = _ENV_VAR[benchmark], _LABEL[benchmark]
+    hint = FETCH_HINT[benchmark]
+    env = os.environ.get(var)
+    if env:
+        return DataDirError(
+            f"{var}={env!r} holds no {label} data; point it at {_WHAT[benchmark]}, or unset it and {hint}"
+        )
+    return DataDirError(
+        f"{label} data not found: {hint}, or set {var} to {_WHAT[benchmark]}. Looked in: {', '.join(tried)}"
+    )
 
 
 def tau2_data_dir() -> Path:
     """The folder holding ``tau2/domains/`` (what ``TAU2_DATA_DIR`` names)."""
-    env = os.environ.get("TAU2_DATA_DIR")
-    if env:
-        root = Path(env).expanduser()
-        if (root / "tau2" / "domains").is_dir():
-            return root
-        if (root / "domains").is_dir() and root.name == "tau2":  # pointed one level too deep: accept it
-            return root.parent
-        raise DataDirError(
-            f"TAU2_DATA_DIR={env!r} does not contain tau2/domains/. Point TAU2_DATA_DIR at the folder that holds "
-            "tau2/domains/<domain>/ (tau2-bench's data/ folder)."
-        )
-    tried = []
-    for c in _candidates():
-        tried.append(str(c / "tau2" / "domains"))
-        if (c / "tau2" / "domains").is_dir():
-            return c
-    raise DataDirError(
-        "τ²-bench data not found. Set TAU2_DATA_DIR to the folder that holds tau2/domains/<domain>/ "
-        f"(tau2-bench's data/ folder). Looked in: {', '.join(tried)}"
-    )
+    found, tried = locate("tau2")
+    if found is None:
+        raise _not_found("tau2", tried)
+    return found.path
 
 
 def tau2_domain_dir(domain: str) -> Path:
     path = tau2_data_dir() / "tau2" / "domains" / domain
     if not path.is_dir():
-        raise DataDirError(f"τ²-bench domain {domain!r} not found: no folder {path} (TAU2_DATA_DIR)")
+        raise DataDirError(f"τ²-bench domain {domain!r} not found: no folder {path}; {FETCH_HINT['tau2']}")
     return path
 
 
 def toolsandbox_data_dir() -> Path:
     """The folder holding ToolSandbox's ``scenarios/base_scenarios.jsonl`` and ``tools.json``."""
-    env = os.environ.get("TOOLSANDBOX_DATA_DIR")
-    need = Path("scenarios") / "base_scenarios.jsonl"
-    if env:
-        root = Path(env).expanduser()
-        if (root / need).is_file():
-            return root
-        if (root / "toolsandbox" / need).is_file():
-            return root / "toolsandbox"
-        raise DataDirError(
-            f"TOOLSANDBOX_DATA_DIR={env!r} does not contain {need}. Point it at the folder holding "
-            "scenarios/base_scenarios.jsonl and tools.json."
-        )
-    tried = []
-    for c in _candidates():
-        tried.append(str(c / "toolsandbox" / need))
-        if (c / "toolsandbox" / need).is_file():
-            return c / "toolsandbox"
-    raise DataDirError(
-        "ToolSandbox data not found. Set TOOLSANDBOX_DATA_DIR to the folder holding scenarios/base_scenarios.jsonl "
-        f"and tools.json. Looked in: {', '.join(tried)}"
-    )
+    found, tried = locate("toolsandbox")
+    if found is None:
+        raise _not_found("toolsandbox", tried)
+    return found.path

@@ -1,4 +1,4 @@
-"""Rich rendering of conversations (for ``render_mode="human"`` and the CLI)."""
+"""Rich rendering of conversations (for ``render_mode="human"`` and the CLI), and tables that fit a terminal."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from typing import Any
 
 from rich.console import Console
 from rich.panel import Panel
+from rich.table import Table
 from rich.text import Text
 
-__all__ = ["print_transcript", "message_panel"]
+__all__ = ["print_transcript", "message_panel", "fit_table"]
 
 _STYLES = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "yellow"}
 
@@ -34,3 +35,17 @@ def print_transcript(messages: list[dict[str, Any]], console: Console | None = N
     console = console or Console()
     for m in messages:
         console.print(message_panel(m))
+
+
+def fit_table(table: Table, *names: str) -> Table:
+    """Make ``table`` fit a narrow (80-column) terminal without cutting what a user needs to read or copy.
+
+    The columns headed by one of ``names`` (ids, capability and policy names) never wrap,
+    so they keep their full width while the others shrink; every column folds a word too
+    long for it onto the next line instead of ending it in "…".  Returns ``table``.
+    """
+    for col in table.columns:
+        col.overflow = "fold"
+        if str(col.header) in names:
+            col.no_wrap = True
+    return table

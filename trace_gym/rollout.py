@@ -216,23 +216,28 @@ def rollout_batch(
     envs: Sequence[gym.Env],
     policy: Policy,
     seeds: Sequence[int],
-    options: dict[str, Any] | None = None,
+    options: dict[str, Any] | Sequence[dict[str, Any] | None] | None = None,
     policy_seeds: Sequence[int] | None = None,
 ) -> list[Trajectory]:
     """Play ``len(envs)`` episodes in lock step, one env per seed, batching the policy's queries.
 
-    The policy sees each episode's env seed as its episode seed, unless
-    ``policy_seeds`` gives others (several samples of one env seed, for instance).
+    ``options`` are the reset options of every episode, or a list of one per episode
+    (several tasks in one batch).  The policy sees each episode's env seed as its
+    episode seed, unless ``policy_seeds`` gives others (several samples of one env
+    seed, for instance).
     """
     if len(envs) != len(seeds):
         raise ValueError(f"rollout_batch needs one env per seed, got {len(envs)} envs and {len(seeds)} seeds")
+    per_episode = list(options) if isinstance(options, (list, tuple)) else [options] * len(envs)
+    if len(per_episode) != len(envs):
+        raise ValueError(f"rollout_batch got {len(per_episode)} option sets for {len(envs)} episodes")
     if policy_seeds is not None and len(policy_seeds) != len(seeds):
         raise ValueError(f"rollout_batch got {len(policy_seeds)} policy seeds for {len(seeds)} episodes")
     if len({id(e) for e in envs}) != len(envs):
         raise ValueError("rollout_batch needs distinct env instances")
     if len(envs) > 1 and not getattr(policy, "batchable", True):
         raise ValueError(f"policy {policy.policy_id!r} plays one episode at a time; use a batch size of 1")
-    episodes = [_Episode(env, policy.policy_id, seed, options) for env, seed in zip(envs, seeds, strict=True)]
+    episodes = [_Episode(env, policy.policy_id, seed, opts) for env, seed, opts in zip(envs, seeds, per_episode, strict=True)]
     acting_seeds = {id(ep): int(s) for ep, s in zip(episodes, policy_seeds if policy_seeds is not None else seeds, strict=True)}
     if len(episodes) == 1:
         reset_policy(policy, acting_seeds[id(episodes[0])])
@@ -284,7 +289,9 @@ def collect(
 
     With a ``store``, each finished episode is appended as soon as it ends and, when
     ``resume`` is true, seeds whose episode (same env id, policy id, seed and options)
-    is already stored are skipped.  ``batch_size > 1`` plays that many seeds in lock
+    is already stored are skipped, and an episode another run stores meanwhile is not
+    stored twice (it is still returned; ``on_skip`` is called for it instead of
+    ``on_episode``).  ``batch_size > 1`` plays that many seeds in lock
     step (one env instance each) so that ``policy.act_batch`` can batch generation.
     ``on_episode``/``on_skip`` are progress callbacks.
     """
@@ -306,9 +313,11 @@ def collect(
         return results
     def keep(t: Trajectory) -> None:
         t.env_id = env_id  # the id the caller asked for (a "module:id" form keeps its prefix out)
-        if store is not None:
-            store.append(t)
         results.append(t)
+        if store is not None and not store.append(t, unique=resume):
+            if on_skip is not None:  # another run into the same store stored this episode meanwhile
+                on_skip(t.seed)
+            return
         if on_episode is not None:
             on_episode(t)
 
@@ -340,6 +349,8 @@ class TrajectoryStore:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.torn_lines = 0  # set by the last load: 1 when the file ends in an incomplete record
+        self._seen: set[tuple[str, str, int, str]] = set()  # keys of the bytes [0, _seen_upto) (unique appends)
+        self._seen_upto = 0
 
     # -- writing ---------------------------------------------------------------
     def _cut_torn_tail(self, fd: int) -> None:
@@ -362,11 +373,31 @@ class TrajectoryStore:
         )
         os.ftruncate(fd, keep)
 
-    def append(self, trajectory: Trajectory | dict[str, Any]) -> None:
+    def _refresh_seen(self, fd: int) -> None:
+        """Read the keys of records appended since the last look (caller holds the lock)."""
+        size = os.fstat(fd).st_size
+        if size < self._seen_upto:  # the file was cut or replaced: read it again
+            self._seen, self._seen_upto = set(), 0
+        if size == self._seen_upto:
+            return
+        data = os.pread(fd, size - self._seen_upto, self._seen_upto)
+        end = data.rfind(b"\n") + 1
+        for raw in data[:end].split(b"\n"):
+            try:
+                r = json.loads(raw)
+                self._seen.add(episode_key(r["env_id"], r["policy_id"], r["seed"], r.get("options")))
+            except (ValueError, KeyError, TypeError):
+                continue  # not a record (blank or corrupt: loading reports those)
+        self._seen_upto += end
+
+    def append(self, trajectory: Trajectory | dict[str, Any], *, unique: bool = False) -> bool:
         """Append one record atomically: a single write of a whole line, then fsync.
 
         Writers (threads or processes) take an exclusive ``flock`` around the write, so
         the torn-tail check never mistakes another writer's record in flight for one.
+        With ``unique=True`` the record is written only if no record of the same episode
+        (:func:`episode_key`) is stored yet, checked under the same lock, so concurrent
+        runs into one store never duplicate an episode.  Returns whether it was written.
         """
         record = trajectory.to_dict() if isinstance(trajectory, Trajectory) else Trajectory.from_dict(trajectory).to_dict()
         line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
@@ -376,6 +407,11 @@ class TrajectoryStore:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             self._cut_torn_tail(fd)
+            if unique:
+                self._refresh_seen(fd)
+                key = episode_key(record["env_id"], record["policy_id"], record["seed"], record.get("options"))
+                if key in self._seen:
+                    return False
             written = os.write(fd, line)
             if written != len(line):
                 raise OSError(f"{self.path}: short write ({written} of {len(line)} bytes); the last record is torn")
@@ -384,6 +420,7 @@ class TrajectoryStore:
             os.close(fd)  # also releases the lock
         if created:
             self._fsync_dir()
+        return True
 
     def _fsync_dir(self) -> None:
         try:

@@ -2,8 +2,13 @@
 
 * Hypothesis strategies: :func:`text_actions` (any text an agent might send, well formed
   or not), :func:`tool_call_actions` (calls drawn from an environment's own tool
-  schemas, valid or subtly wrong, in every call syntax), :func:`episodes` (a seed and a
-  list of actions).  Hypothesis is imported only when a strategy is built.
+  schemas, valid or subtly wrong, in every call syntax), :func:`hostile_actions` (the
+  shapes that attack a parser: deep nesting, repeated tags, huge strings — see
+  :data:`HOSTILE_SHAPES`), :func:`episodes` (a seed and a list of actions).
+  Hypothesis (the ``testing`` extra: ``pip install 'trace-gym[testing]'``) is imported
+  only when a strategy is built; without it building one raises an ImportError saying so.
+* :func:`hostile_action` — one action of a named hostile shape and size, for drivers
+  without Hypothesis (``benchmarks/fuzz.py``).
 * :func:`check_reward` — for sampled seeds of a capability environment, checks that the
   reward is in [0, 1] and deterministic, that the spec's reference solution scores 1,
   that doing nothing, refusing an allowed task and an unauthorized write score below the
@@ -20,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["RewardCheckError", "RewardReport", "check_reward", "run_actions", "text_actions", "tool_call_actions", "episodes",
-           "DO_NOTHING", "REFUSE"]
+           "DO_NOTHING", "REFUSE", "HOSTILE_SHAPES", "hostile_action", "hostile_actions"]
 
 DO_NOTHING = "Okay."
 REFUSE = "I'm sorry, but I can't help with that request."
@@ -130,9 +135,19 @@ def check_reward(env_id: str, seeds: int | list[int] = 8, *, env_kwargs: dict[st
 
 
 # --------------------------------------------------------------------------- Hypothesis strategies
+def _strategies() -> Any:
+    """``hypothesis.strategies``, or an ImportError that says how to get it."""
+    try:
+        from hypothesis import strategies
+    except ImportError as exc:
+        raise ImportError("trace_gym.testing's strategies need Hypothesis: pip install 'trace-gym[testing]' "
+                          "(or pip install hypothesis)") from exc
+    return strategies
+
+
 def text_actions() -> Any:
     """Any text an agent might send: prose, JSON fragments, call syntax, tags, junk."""
-    from hypothesis import strategies as st
+    st = _strategies()
 
     names = st.sampled_from(["get_user_details", "cancel_reservation", "x", "", "transfer_to_human_agents", "__import__"])
     json_ish = st.recursive(
@@ -147,6 +162,63 @@ def text_actions() -> Any:
         st.builds(lambda n, s: f"{n}({s})", names, st.text(max_size=40)),
         st.sampled_from(["{", "[{", "<tool_call>", "</tool_call>", "```json\n{}\n```", "get_user_details(1)", "f(**x)", "   ", ""]),
     )
+
+
+def _q(name: str) -> str:
+    return json.dumps(name)
+
+
+# shape -> builder(n, tool name): an action whose size or nesting grows with n
+HOSTILE_SHAPES: dict[str, Any] = {
+    # deeply nested JSON, closed or not, in every place a call can hold it
+    "nested_json_args": lambda n, t: f'{{"name": {_q(t)}, "arguments": {{"a": ' + "[" * n + "]" * n + "}}",
+    "nested_json_unclosed": lambda n, t: f'{{"name": {_q(t)}, "arguments": ' + "[" * n,
+    "nested_json_objects": lambda n, t: f'{{"name": {_q(t)}, "arguments": ' + '{"a": ' * n + "1" + "}" * n + "}",
+    "nested_json_block": lambda n, t: f'<tool_call>{{"name": {_q(t)}, "arguments": {{"a": ' + "[" * n + "]" * n + "}}</tool_call>",
+    "nested_args_string": lambda n, t: json.dumps({"name": t, "arguments": "[" * n + "]" * n}),
+    "nested_json_list": lambda n, t: "[" * n + f'{{"name": {_q(t)}}}' + "]" * n,
+    "escaped_quotes": lambda n, t: f'{{"name": {_q(t)}, "arguments": {{"a": "' + '\\"[' * n + '"}}',
+    "backslash_quotes": lambda n, t: '{"name": "' + '\\"' * n,
+    # deeply nested or long Python call expressions
+    "nested_calls": lambda n, t: f"{t}(a=" * n + "1" + ")" * n,
+    "nested_brackets_call": lambda n, t: f"{t}(a=" + "[" * n + "]" * n + ")",
+    "unary_chain": lambda n, t: f"{t}(a=" + "-" * n + "1)",
+    "binop_chain": lambda n, t: f"{t}(a=" + "1+" * n + "1)",
+    "attribute_chain": lambda n, t: f"{t}(a=" + "x." * n + "y)",
+    "subscript_chain": lambda n, t: f"{t}(a=x" + "[0]" * n + ")",
+    "not_chain": lambda n, t: f"{t}(a=" + "not " * n + "x)",
+    "many_python_calls": lambda n, t: "\n".join(f"{t}()" for _ in range(n)),
+    # repeated tags
+    "open_tags": lambda n, t: "<tool_call>" * n,
+    "close_tags": lambda n, t: "</tool_call>" * n,
+    "think_tags": lambda n, t: "<think>" * n + "hello",
+    "think_blocks": lambda n, t: "<think>x</think>" * n + "hello",
+    "unclosed_then_block": lambda n, t: "<think>" * n + f'<tool_call>{{"name": {_q(t)}}}</tool_call>',
+    "many_blocks": lambda n, t: f'<tool_call>{{"name": {_q(t)}, "arguments": {{}}}}</tool_call>' * n,
+    "many_json_calls": lambda n, t: json.dumps([{"name": t, "arguments": {}}] * n),
+    "fence_spaces": lambda n, t: "```" + " " * n + "x",
+    # huge values, odd text, wrong types
+    "huge_string_argument": lambda n, t: json.dumps({"name": t, "arguments": {"a": "x" * (100 * n)}}),
+    "huge_text": lambda n, t: "y" * (100 * n),
+    "huge_number": lambda n, t: f'{{"name": {_q(t)}, "arguments": {{"a": ' + "9" * n + "}}",
+    "unicode": lambda n, t: ("h\u00e9\u202e\U0001f600\x00\ud800\u4e2d" * n)[: 7 * n],
+    "wrong_argument_types": lambda n, t: json.dumps({"name": t, "arguments": [n, "x", None]}),
+    "wrong_name_type": lambda n, t: json.dumps({"name": n, "arguments": {}}),
+    "unknown_tool": lambda n, t: json.dumps({"name": f"no_such_tool_{n}", "arguments": {"x": n}}),
+}
+
+
+def hostile_action(shape: str, n: int, tool: str = "get_user_details") -> str:
+    """One action of ``shape`` (a key of :data:`HOSTILE_SHAPES`) grown to size ``n``, calling ``tool``."""
+    return HOSTILE_SHAPES[shape](max(0, int(n)), tool)
+
+
+def hostile_actions(tool_names: list[str] | None = None, max_size: int = 3_000) -> Any:
+    """Actions of every :data:`HOSTILE_SHAPES` shape, sizes up to ``max_size``, calling ``tool_names``."""
+    st = _strategies()
+
+    tools = st.sampled_from(tool_names) if tool_names else st.sampled_from(["get_user_details", "x"])
+    return st.builds(hostile_action, st.sampled_from(sorted(HOSTILE_SHAPES)), st.integers(0, max_size), tools)
 
 
 def _value_for(schema: dict[str, Any], defs: dict[str, Any], st: Any, depth: int = 0) -> Any:
@@ -178,7 +250,7 @@ def tool_call_actions(tools: list[dict[str, Any]], *, valid_only: bool = False) 
     """Text actions calling the given OpenAI tool schemas: well-typed arguments, or
     (unless ``valid_only``) missing, extra or wrongly typed ones, in hermes, JSON or
     Python call syntax."""
-    from hypothesis import strategies as st
+    st = _strategies()
 
     from .core.toolcalls import format_tool_call
 
@@ -210,7 +282,7 @@ def _fmt(name: str, args: dict[str, Any], style: str, format_tool_call: Any) -> 
 
 def episodes(env: Any, max_actions: int = 6) -> Any:
     """``(seed, actions)``: a seed and a list mixing free text and calls to the env's tools."""
-    from hypothesis import strategies as st
+    st = _strategies()
 
     _, info = env.reset(seed=0)
     calls = tool_call_actions(info["tools"])

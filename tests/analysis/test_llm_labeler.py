@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from trace_gym.analysis.labelers.llm import LLMLabeler, extract_json, render_transcript
-from trace_gym.llm_client import CassetteClient, CassetteMiss
+from trace_gym.llm import CassetteClient, CassetteMiss, ChatReply
 
 from .llm_items import CAPS, ITEMS
 
@@ -44,9 +44,9 @@ class Scripted:
     def __init__(self, answers):
         self.answers, self.seen = list(answers), []
 
-    def complete(self, messages, *, seed, temperature=0.0):
+    def chat(self, messages, *, tools=None, seed=None, temperature=None, max_tokens=None):
         self.seen.append(messages)
-        return self.answers.pop(0)
+        return ChatReply(self.answers.pop(0))
 
 
 def test_retry_feedback_then_valid_answer():

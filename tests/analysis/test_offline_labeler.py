@@ -4,7 +4,7 @@ import pytest
 
 from trace_gym.analysis.labelers import GoldLabeler, LabelingItem
 from trace_gym.analysis.labels import LabelValue
-from trace_gym.analysis.taxonomy import TAXONOMY
+from trace_gym.analysis.taxonomy import GENERAL_CAPABILITIES as TAXONOMY  # τ²-style golds: the general ones
 
 WRITES = frozenset({"return_delivered_order_items", "cancel_pending_order", "modify_user_address"})
 GOLD = {"actions": [

@@ -24,14 +24,14 @@ def test_starter_envs_are_registered():
 
 
 @pytest.mark.parametrize("env_id", CAP_IDS)
-def test_check_env(tau2_data, env_id):
+def test_check_env(env_data, env_id):
     env = gym.make(env_id)
     check_env(env.unwrapped)
     env.close()
 
 
 @pytest.mark.parametrize("env_id", CAP_IDS)
-def test_check_reward(tau2_data, env_id):
+def test_check_reward(env_data, env_id):
     report = check_reward(env_id, seeds=6)
     s = report.summary()
     assert s["probes"]["reference"]["mean"] == 1.0
@@ -140,7 +140,7 @@ def test_episodes_strategy_runs_whole_episodes(tau2_data):
 
 
 @pytest.mark.parametrize("env_id", CAP_IDS)
-def test_check_reward_holds_at_every_knob_extreme(tau2_data, env_id):
+def test_check_reward_holds_at_every_knob_extreme(env_data, env_id):
     spec = gym.spec(env_id).kwargs["spec"]
     from trace_gym.capabilities.spec import load_spec
 

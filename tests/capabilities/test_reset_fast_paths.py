@@ -26,32 +26,14 @@ from trace_gym.capabilities.templating import TemplateError, compile_template, r
 from trace_gym.core.env import ToolEnv
 from trace_gym.core.tools import Tool
 
-# env id -> backend -> [(reset digest, reference-play digest) for seeds 0..4]
+# env id -> [(reset digest, reference-play digest) for seeds 0..4]
 PINNED = {
-    "cap-flight-selection-v0": {
-        "engine": [("f1ae8f2e2ac3bffa", "451885a14206e1f9"), ("13effc897ef6dce3", "40490cc2a0b377f3"), ("818bf9c55eff917b", "2bf8e217bff8d4b1"), ("e7ace1682a437a0c", "71f1188b5190ee89"), ("2a595d08d47289ce", "22d98ba299516c87")],
-        "builtin": [("f1ae8f2e2ac3bffa", "2cb25081c00c762a"), ("13effc897ef6dce3", "417687e32a9a2a84"), ("818bf9c55eff917b", "95b715cc24c71d99"), ("e7ace1682a437a0c", "2ab45a4a2b4a1224"), ("2a595d08d47289ce", "dd8b693a74c86118")],
-    },
-    "cap-multi-step-completion-v0": {
-        "engine": [("6b873427f52930a7", "76bdaea4b5eac56e"), ("c7233e4f47d3140a", "a067e48bdf038671"), ("0a878803b205e6be", "6680e1f8ad41aefa"), ("0adbb5808f841d4a", "ab622a659435c16d"), ("b43def25a3a4443d", "b962bddd66eb76d0")],
-        "builtin": [("6b873427f52930a7", "4a972225922a0d2b"), ("c7233e4f47d3140a", "2a295796fe009451"), ("0a878803b205e6be", "233ef9d75bd97491"), ("0adbb5808f841d4a", "c25de3deb92c575d"), ("b43def25a3a4443d", "1edf4df86945c882")],
-    },
-    "cap-precondition-verification-v0": {
-        "engine": [("73012f7f899244be", "c90348019cceaab6"), ("ab659234e2014569", "389d7c6b34249629"), ("d89a11ae23a229e3", "e226db421ae2b2b8"), ("56f2b06c403197c5", "393cca4cd4f383e3"), ("c1d46d8c4f6d1cd9", "333f6538a1438233")],
-        "builtin": [("73012f7f899244be", "ec73e2c11709c7fd"), ("ab659234e2014569", "105274eb22fecf02"), ("d89a11ae23a229e3", "9f0f4ea74b630465"), ("56f2b06c403197c5", "cb039a42ed01c6cf"), ("c1d46d8c4f6d1cd9", "e1685368c3a81ec0")],
-    },
-    "cap-refund-policy-v0": {
-        "engine": [("1a3706a586e84705", "7eaf956b3112b6e1"), ("f5b02d321c14dac4", "b1cdb7c0152a469e"), ("51e15a16833375b3", "3bd7e00a72274e81"), ("d4b7f09bbdf1591c", "a6a10ffc5610fae2"), ("a4cc85aaf2bd1a2b", "39b785f85386eef6")],
-        "builtin": [("1a3706a586e84705", "98fdb1e341d3ffc9"), ("f5b02d321c14dac4", "03aaf775db9f38a0"), ("51e15a16833375b3", "9298e74dab052879"), ("d4b7f09bbdf1591c", "6e793ebb3986d62a"), ("a4cc85aaf2bd1a2b", "c7e7ed509dfb3b34")],
-    },
-    "cap-structured-selection-v0": {
-        "engine": [("c758774a95be1cba", "351cc2362506fd3c"), ("ee9155dfe026a0c2", "1496408647c2fc5d"), ("4076b19f74348d2f", "7945837b67592193"), ("ccac681186ae32f6", "a460d623fd5a7cf7"), ("b5e678b89447f811", "7a1bab86c6323ae0")],
-        "builtin": [("c758774a95be1cba", "4bb1ebb23b90804b"), ("ee9155dfe026a0c2", "56894e7e274fd5af"), ("4076b19f74348d2f", "b4b595594a8caac9"), ("ccac681186ae32f6", "5952bfd979be0b8c"), ("b5e678b89447f811", "1a1a25c4f6bdf723")],
-    },
-    "cap-tool-call-precision-v0": {
-        "engine": [("819eb0a9df463381", "47253b8aba0c1627"), ("812af7a567aaa40f", "08595917d2b92d98"), ("7a12544d7a1aed01", "eadb931b9d4fa58f"), ("4cf204c8658a9360", "71580450689ad48f"), ("64d0c12fe1e8bd86", "92a2b9c05089eea9")],
-        "builtin": [("819eb0a9df463381", "083d4fdd07b67fdb"), ("812af7a567aaa40f", "23ad24e6f0670415"), ("7a12544d7a1aed01", "9281a2b4ff9f76ca"), ("4cf204c8658a9360", "a23a1e28849d5e75"), ("64d0c12fe1e8bd86", "58773dda5df94a2b")],
-    },
+    "cap-flight-selection-v0": [("f1ae8f2e2ac3bffa", "451885a14206e1f9"), ("13effc897ef6dce3", "40490cc2a0b377f3"), ("818bf9c55eff917b", "2bf8e217bff8d4b1"), ("e7ace1682a437a0c", "71f1188b5190ee89"), ("2a595d08d47289ce", "22d98ba299516c87")],
+    "cap-multi-step-completion-v0": [("6b873427f52930a7", "76bdaea4b5eac56e"), ("c7233e4f47d3140a", "a067e48bdf038671"), ("0a878803b205e6be", "6680e1f8ad41aefa"), ("0adbb5808f841d4a", "ab622a659435c16d"), ("b43def25a3a4443d", "b962bddd66eb76d0")],
+    "cap-precondition-verification-v0": [("73012f7f899244be", "c90348019cceaab6"), ("ab659234e2014569", "389d7c6b34249629"), ("d89a11ae23a229e3", "e226db421ae2b2b8"), ("56f2b06c403197c5", "393cca4cd4f383e3"), ("c1d46d8c4f6d1cd9", "333f6538a1438233")],
+    "cap-refund-policy-v0": [("1a3706a586e84705", "7eaf956b3112b6e1"), ("f5b02d321c14dac4", "b1cdb7c0152a469e"), ("51e15a16833375b3", "3bd7e00a72274e81"), ("d4b7f09bbdf1591c", "a6a10ffc5610fae2"), ("a4cc85aaf2bd1a2b", "39b785f85386eef6")],
+    "cap-structured-selection-v0": [("c758774a95be1cba", "351cc2362506fd3c"), ("ee9155dfe026a0c2", "1496408647c2fc5d"), ("4076b19f74348d2f", "7945837b67592193"), ("ccac681186ae32f6", "a460d623fd5a7cf7"), ("b5e678b89447f811", "7a1bab86c6323ae0")],
+    "cap-tool-call-precision-v0": [("819eb0a9df463381", "47253b8aba0c1627"), ("812af7a567aaa40f", "08595917d2b92d98"), ("7a12544d7a1aed01", "eadb931b9d4fa58f"), ("4cf204c8658a9360", "71580450689ad48f"), ("64d0c12fe1e8bd86", "92a2b9c05089eea9")],
 }
 
 # (domain, sizes) -> digest of the databases of seeds 0..19 and of the generator's next draw
@@ -82,15 +64,14 @@ def _episode_digests(env, seed):
     return opening, digest(trace)
 
 
-@pytest.mark.parametrize("backend", ["engine", "builtin"])
 @pytest.mark.parametrize("name", sorted(PINNED))
-def test_starter_episodes_are_unchanged(tau2_data, name, backend):
+def test_starter_episodes_are_unchanged(tau2_data, name):
     env_id = f"trace/{name}"
     if env_id not in gym.registry:
         pytest.skip(f"{env_id} is not registered")
-    env = gym.make(env_id, backend=backend).unwrapped
+    env = gym.make(env_id).unwrapped
     got = [_episode_digests(env, s) for s in range(5)]
-    assert got == PINNED[name][backend]
+    assert got == PINNED[name]
 
 
 @pytest.mark.parametrize("domain, sizes, expected", PINNED_DBS, ids=lambda v: str(v)[:40])

@@ -7,6 +7,7 @@ from typing import Any
 import gymnasium as gym
 
 from tests.helpers_envs import TASKS, NotesEnv
+from trace_gym.core.tasks import Gold, UnknownSplitError, UnknownTaskError
 
 ENV_ID = "trace-test/compare-notes-v0"
 MAGIC = "Always save the note with write_note before replying."
@@ -23,6 +24,50 @@ class TaskIdNotesEnv(NotesEnv):
                 raise ValueError(f"task_id must name a task 0..{len(TASKS) - 1}, got {tid!r}")
             opts["task"] = int(tid)
         return super()._start(opts)
+
+    @property
+    def task_source(self) -> NotesTasks:
+        return NotesTasks()
+
+
+class NotesTasks:
+    """The notes tasks "0".."3" in one split (what the evaluation harness and GEPA ask)."""
+
+    option_key = "task_id"
+    domain = None
+    instruction = None
+
+    def splits(self):
+        return ("all",)
+
+    def default_split(self):
+        return "all"
+
+    def task_ids(self, split=None):
+        if split not in (None, "all"):
+            raise UnknownSplitError(f"the notes env has no split {split!r}; its splits are ['all']")
+        return [str(i) for i in range(len(TASKS))]
+
+    def _check(self, task_id):
+        if str(task_id) not in self.task_ids():
+            raise UnknownTaskError(f"the notes env has no task {task_id!r}")
+
+    def reset_options(self, task_id):
+        self._check(task_id)
+        return {"task_id": str(task_id)}
+
+    def gold(self, task_id):
+        self._check(task_id)
+        t = TASKS[int(task_id)]
+        return Gold(({"name": "write_note", "arguments": dict(t)},), frozenset({"write_note"}))
+
+    def group(self, task_id):
+        self._check(task_id)
+        return "notes"
+
+    def task_id_of(self, info, options=None):
+        tid = (options or {}).get("task_id")
+        return None if tid is None else str(tid)
 
 
 if ENV_ID not in gym.registry:

@@ -29,6 +29,18 @@ def test_flags_build_the_config(tmp_path):
     assert cfg.survey_domains == ["retail", "airline"] and cfg.gepa_val == 3
 
 
+def test_a_toolsandbox_target_with_a_success_threshold():
+    args = _parse(["--target", "trace/toolsandbox-v0", "--model", "tiny", "--success", "0.7",
+                   "--set", "band=[0.2, 0.6]", "--set", "tune_rounds=1"])
+    cfg = cli.build_config(args)
+    assert (cfg.target, cfg.success, cfg.band, cfg.tune_rounds) == ("trace/toolsandbox-v0", 0.7, [0.2, 0.6], 1)
+    from trace_gym.compare.pipeline import _target
+
+    target = _target(cfg)
+    assert target.threshold == 0.7 and target.domain == "toolsandbox"
+    assert cli.build_config(_parse(["--target", "trace/toolsandbox-v0"])).success is None
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--env", "max_steps"], "KEY=VALUE"),
     (["--methods", "base,nope"], "unknown method"),

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from trace_gym.compare.budget import RolloutBudget
-from trace_gym.compare.pipeline import CompareConfig, _trace_base_rollouts
+from trace_gym.compare.pipeline import CompareConfig, base_jobs
 from trace_gym.datadirs import DataDirError
+from trace_gym.pipeline import Target, play_rollouts
 
 
 class _Killed(Exception):
     pass
+
+
+def _trace_base_rollouts(cfg, budget, root, tasks):
+    """TRACE's first stage as compare runs it: the base model on ``tasks``, charged to ``budget``."""
+    def load():
+        pol = cfg.base_policy()
+        pol.policy_id = f"base:{cfg.model}"
+        return pol
+
+    jobs = [dataclasses.replace(j, policy=load) for j in base_jobs(cfg, tasks)]
+    return play_rollouts(Target(cfg.target, cfg.env_kwargs), jobs, root / "trace" / "base_rollouts.jsonl", budget=budget).to_dict()
 
 
 class _Agent:

@@ -43,3 +43,27 @@ def test_vector_utilities_batch_as_tuples():
     res = concatenate(space, items, out)
     assert tuple(res) == tuple(items)
     assert list(iterate(batched, res)) == items
+
+
+def test_shared_memory_for_text_is_refused_with_what_to_pass():
+    from gymnasium.vector.utils import create_shared_memory
+
+    from trace_gym.core.spaces import SharedMemoryError
+
+    for space in (TextSpace(10), TextSpace()):
+        with pytest.raises(SharedMemoryError, match=r'vector_kwargs=\{"shared_memory": False\}'):
+            create_shared_memory(space, n=2)
+
+
+def test_the_async_vector_env_refuses_shared_memory_before_starting_workers():
+    import gymnasium as gym
+
+    import tests.core.counter_env  # noqa: F401  (registers trace-test/counter-v0)
+    from trace_gym.core.spaces import SharedMemoryError
+
+    with pytest.raises(SharedMemoryError, match="shared_memory=False"):
+        gym.vector.AsyncVectorEnv([lambda: gym.make("trace-test/counter-v0")] * 2)
+    venv = gym.vector.AsyncVectorEnv([lambda: gym.make("trace-test/counter-v0")] * 2, shared_memory=False)
+    obs, _ = venv.reset(seed=[0, 1])
+    assert all(isinstance(o, str) and o and set(o) != {"a"} for o in obs)
+    venv.close()

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from trace_gym.analysis.taxonomy import TAXONOMY
-from trace_gym.llm_client import CassetteClient, request_key
+from trace_gym.llm import CassetteClient, ChatReply, request_key
 from trace_gym.synthesis import synthesize
 from trace_gym.synthesis.synthesize import spec_id_for
 
@@ -33,7 +33,7 @@ def test_templates_offline_and_reasons_for_the_rest(tmp_path):
     assert again[0].status == "kept"
 
 
-def test_synthesized_spec_is_a_working_env(tmp_path):
+def test_synthesized_spec_is_a_working_env(tmp_path, tau2_data):
     import gymnasium as gym
 
     from trace_gym.synthesis.register import register_spec_files
@@ -56,9 +56,9 @@ def test_llm_drafts_are_validated_and_rejections_reported(tmp_path):
         def __init__(self):
             self.n = 0
 
-        def complete(self, messages, *, seed, temperature=0.0):
+        def chat(self, messages, *, tools=None, seed=None, temperature=None, max_tokens=None):
             self.n += 1
-            return ["not json at all", '{"id": "x", "title": "t"}', '{"capability": 3}'][min(self.n - 1, 2)]
+            return ChatReply(["not json at all", '{"id": "x", "title": "t"}', '{"capability": 3}'][min(self.n - 1, 2)])
 
     cas = tmp_path / "cassette.jsonl"
     rec = CassetteClient(cas, "record", Recorder(), model="fixture")
@@ -77,7 +77,7 @@ def test_spec_ids():
     assert spec_id_for("Refund policy / compliance", "retail") == "syn-refund-policy-compliance-retail"
 
 
-def test_cli_synthesize_registers_and_calibrates(tmp_path):
+def test_cli_synthesize_registers_and_calibrates(tmp_path, tau2_data):
     from trace_gym.cli import main
 
     caps = tmp_path / "capabilities.json"
@@ -89,7 +89,7 @@ def test_cli_synthesize_registers_and_calibrates(tmp_path):
     assert cal["summary"]["mean_reward"] == 1.0 and cal["summary"]["episodes"] == 2
 
 
-def test_cli_synthesize_clamps_difficulty_overrides_per_spec(tmp_path, capsys):
+def test_cli_synthesize_clamps_difficulty_overrides_per_spec(tmp_path, capsys, tau2_data):
     from trace_gym.cli import main
 
     caps = tmp_path / "capabilities.json"

@@ -249,7 +249,7 @@ def test_system_prompt_is_our_frame_around_the_policy():
     assert load_policy("airline") in system
     assert "You are a customer service agent that helps the user" not in system  # not tau2's wording
     assert info["messages"][1] == {"role": "assistant", "content": "Hi! How can I help you today?"}
-    from trace_gym.tau2.engine import load_domain
+    from trace_gym.tau2.domain_spec import load_domain
 
     assert info["tools"] == [t["openai_schema"] for t in load_domain("airline").tools]
 

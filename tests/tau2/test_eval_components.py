@@ -7,6 +7,7 @@ import json
 import pytest
 
 from trace_gym.datadirs import DataDirError
+from trace_gym.llm import FunctionChatClient
 from trace_gym.tau2.evaluator import action_checks, communicate_checks, is_success, pass_hat_k
 from trace_gym.tau2.judge import FunctionJudge, JudgeError, OpenAICompatibleJudge
 
@@ -59,18 +60,18 @@ def test_function_judge_and_openai_judge_parsing():
 
     seen = {}
 
-    def transport(payload):
-        seen.update(payload)
+    def transport(messages):
+        seen["messages"] = messages
         body = {"results": [{"expectedOutcome": "A", "reasoning": "ok", "metExpectation": True},
                             {"expectedOutcome": "B", "reasoning": "no", "metExpectation": "false"}]}
         return {"role": "assistant", "content": "```json\n" + json.dumps(body) + "\n```"}
 
-    judge = OpenAICompatibleJudge("m", base_url="http://x", api_key="", transport=transport)
+    judge = OpenAICompatibleJudge("m", client=FunctionChatClient(transport))
     out = judge.judge(msgs, ["A", "B", "C"])
     assert [c["met"] for c in out] == [True, False, False]
     assert out[2]["justification"].startswith("the judge gave no verdict")
     assert "assistant: I cannot cancel that." in seen["messages"][1]["content"]
-    bad = OpenAICompatibleJudge("m", transport=lambda p: {"content": "not json"})
+    bad = OpenAICompatibleJudge("m", client=FunctionChatClient(lambda m: {"content": "not json"}))
     with pytest.raises(JudgeError):
         bad.judge(msgs, ["A"])
 
@@ -109,7 +110,7 @@ def test_nl_assertions_are_never_silently_passed():
     assert all(c["met"] for c in ok.reward_info["nl_assertions"])
     no = evaluate(task, traj, "user_stop", "retail", judge=FunctionJudge(lambda m, a: False))
     assert no.reward == 0.0 and no.reward_info["reward_breakdown"]["NL_ASSERTION"] == 0.0
-    failing = OpenAICompatibleJudge("m", transport=lambda p: {"content": "garbage"})
+    failing = OpenAICompatibleJudge("m", client=FunctionChatClient(lambda m: {"content": "garbage"}))
     err = evaluate(task, traj, "user_stop", "retail", judge=failing)
     assert err.reward is None and err.nl_assertions_judged is False and "not JSON" in err.nl_note
 

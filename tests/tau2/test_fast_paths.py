@@ -14,8 +14,9 @@ import json
 import pytest
 
 from trace_gym.core.toolcalls import parse_action
-from trace_gym.tau2.engine import Model, Tau2Environment, to_json_str
+from trace_gym.tau2.engine import Tau2Environment
 from trace_gym.tau2.env import Tau2Env
+from trace_gym.tau2.toolkit import Model, to_json_str
 
 pytestmark = pytest.mark.usefixtures("tau2_data")  # skip cleanly without the τ²-bench data
 

@@ -48,7 +48,7 @@ def _tasks() -> dict[str, dict[str, Any]]:
 
 def _need_data() -> None:
     if not _sequences():
-        pytest.skip("τ²-bench data not found (set TAU2_DATA_DIR)")
+        pytest.skip("τ²-bench data not found: run `trace-gym data fetch tau2` or set TAU2_DATA_DIR")
 
 
 def _injected_source(seq: dict[str, Any]) -> Callable[[], str]:
@@ -139,7 +139,7 @@ def test_every_task_initial_state_hashes() -> None:
     """All 114 telecom tasks: hashes after ``initial_state`` (the initialization actions)."""
     folder = _conformance_dir()
     if folder is None or not (folder / "initial_hashes.json").is_file():
-        pytest.skip("τ²-bench data not found (set TAU2_DATA_DIR)")
+        pytest.skip("τ²-bench data not found: run `trace-gym data fetch tau2` or set TAU2_DATA_DIR")
     recorded = json.loads((folder / "initial_hashes.json").read_text())["task_initial_states"]["telecom"]
     tasks = _tasks()
     assert set(recorded) == set(tasks) and len(tasks) == 114
@@ -156,7 +156,7 @@ def test_every_task_initial_state_hashes() -> None:
 def test_initial_database_hashes() -> None:
     folder = _conformance_dir()
     if folder is None:
-        pytest.skip("τ²-bench data not found (set TAU2_DATA_DIR)")
+        pytest.skip("τ²-bench data not found: run `trace-gym data fetch tau2` or set TAU2_DATA_DIR")
     env = Tau2Environment("telecom")
     assert env.hashes() == {
         "db_hash": "304cf5ef059852e117ea801ab9a5efc24c9713ec887679dc2e30acceb4b6742d",

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trace_gym.datadirs import DataDirError
-from trace_gym.tau2.engine import Tau2Environment, load_domain
+from trace_gym.tau2.domain_spec import load_domain
+from trace_gym.tau2.engine import Tau2Environment
 from trace_gym.tau2.hashing import canonical_sha256
 
 IDS = ["C1001", "C1002", "C1003", "C9999", "L1001", "L1002", "L1003", "L1009", "L0000", "B1001", "B1005", "P1002", "D1004"]
@@ -64,7 +65,7 @@ def test_fuzzed_calls_never_raise_and_failures_change_nothing(sequence: list[tup
     try:
         env = _fresh(solo)
     except DataDirError:
-        pytest.skip("τ²-bench data not found (set TAU2_DATA_DIR)")
+        pytest.skip("τ²-bench data not found: run `trace-gym data fetch tau2` or set TAU2_DATA_DIR")
     for name, args, requestor in sequence:
         before = (env.hashes(), env.canonical_db(), env.canonical_user_db())
         res = env.get_response(name, args, requestor)

@@ -11,6 +11,8 @@ import pytest
 from trace_gym.datadirs import DataDirError
 from trace_gym.tau2.engine import Tau2Environment
 
+pytestmark = pytest.mark.usefixtures("tau2_data")
+
 HASH_KEYS = ("db_hash", "user_db_hash", "db_canonical_sha256", "user_db_canonical_sha256")
 
 
@@ -28,7 +30,7 @@ def _env(task_id: str | None = None, solo: bool = False) -> Tau2Environment:
             st = _tasks()[task_id]["initial_state"]
             env.set_state(st.get("initialization_data"), st.get("initialization_actions"), st.get("message_history") or [])
     except DataDirError:
-        pytest.skip("τ²-bench data not found (set TAU2_DATA_DIR)")
+        pytest.skip("τ²-bench data not found: run `trace-gym data fetch tau2` or set TAU2_DATA_DIR")
     return env
 
 

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from trace_gym.tau2.data import TaskFileError, load_policy, load_splits, load_tasks, merge_update
-from trace_gym.tau2.engine import BaseDb, DbState
+from trace_gym.tau2.db import BaseDb, DbState
 from trace_gym.tau2.hashing import canonical_sha256, tau2_hash
 
 GOOD_TASK = {

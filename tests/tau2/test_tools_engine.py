@@ -8,7 +8,8 @@ import time
 import pytest
 
 from trace_gym.datadirs import tau2_data_dir
-from trace_gym.tau2.engine import Tau2Environment, load_domain
+from trace_gym.tau2.domain_spec import load_domain
+from trace_gym.tau2.engine import Tau2Environment
 from trace_gym.tau2.hashing import canonical_sha256, tau2_hash
 
 README_INITIAL = {
@@ -288,3 +289,25 @@ def test_repeated_cancellation_is_bounded():
     assert sizes[:3] == [2, 4, 8]
     assert max(sizes) <= 4096
     assert res.error and "cancelled too many times" in res.content
+
+
+def test_an_injected_database_is_used_and_shared_without_copies():
+    real = load_domain("retail").db.data
+    uid = "ivan_santos_6635"
+    user = real["users"][uid]
+    small = {"users": {uid: user}, "orders": {o: real["orders"][o] for o in user["orders"]},
+             "products": real["products"]}
+    before = json.dumps(small, sort_keys=True)
+    env = Tau2Environment("retail", db=small)
+    assert env.base.data["users"].keys() == {uid} and env.canonical_db()["orders"].keys() == set(user["orders"])
+    assert json.loads(env.get_response("get_user_details", {"user_id": uid}).content)["user_id"] == uid
+    other = next(u for u in real["users"] if u != uid)
+    assert env.get_response("get_user_details", {"user_id": other}).content == "Error: User not found"
+    # a second environment on the same base: no copy, and each one's writes stay its own
+    twin = Tau2Environment("retail", db=env.base)
+    assert twin.base is env.base and twin.db.hash("canonical") == env.db.hash("canonical")
+    pending = next(o for o in user["orders"] if real["orders"][o]["status"] == "pending")
+    res = twin.get_response("cancel_pending_order", {"order_id": pending, "reason": "no longer needed"})
+    assert not res.error and twin.canonical_db()["orders"][pending]["status"] == "cancelled"
+    assert env.canonical_db()["orders"][pending]["status"] == "pending" == env.base.data["orders"][pending]["status"]
+    assert json.dumps(small, sort_keys=True) == before  # the caller's database is never mutated

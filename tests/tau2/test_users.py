@@ -7,13 +7,15 @@ import json
 import numpy as np
 import pytest
 
+from tests.helpers_llm import completion, server_fixture, tool_call  # noqa: F401 (server fixture)
+from trace_gym.core.users import UserSimulator, UserTurn
 from trace_gym.datadirs import DataDirError
+from trace_gym.llm import ChatReply, FunctionChatClient, OpenAIChatClient
 from trace_gym.tau2.users import (
     STOP,
     TRANSFER,
     LLMUser,
     OfflineUser,
-    OpenAIChatBackend,
     ReplayUser,
     UserContext,
     first_person,
@@ -105,14 +107,20 @@ def test_replay_user_and_stop_detection():
     assert not is_user_stop({"role": "user", "content": None, "tool_calls": [{"name": "a"}]})
 
 
-class FakeBackend:
+class FakeBackend(FunctionChatClient):
+    """A chat client answering from a list; ``seen`` holds each request's (messages, tools)."""
+
     def __init__(self, replies):
         self.replies = list(replies)
-        self.seen = []
+        super().__init__(lambda messages: self.replies.pop(0))
 
-    def complete(self, messages, tools, rng=None):
-        self.seen.append((json.loads(json.dumps(messages)), tools))
-        return self.replies.pop(0)
+    @property
+    def seen(self):
+        return [(r["messages"], r["tools"]) for r in self.requests]
+
+
+def _calls(*names):
+    return ChatReply(None, tuple({"id": None, "name": n, "arguments": {}} for n in names))
 
 
 def test_llm_user_flips_roles_and_passes_tools():
@@ -121,9 +129,7 @@ def test_llm_user_flips_roles_and_passes_tools():
     except DataDirError as exc:
         pytest.skip(str(exc))
     tools = [{"type": "function", "function": {"name": "toggle_data", "parameters": {"type": "object", "properties": {}}}}]
-    backend = FakeBackend([{"content": "My data is off.", "tool_calls": None},
-                           {"content": None, "tool_calls": [{"name": "toggle_data", "arguments": {}}]},
-                           {"content": "Fixed, thanks! ###STOP###", "tool_calls": None}])
+    backend = FakeBackend([ChatReply("My data is off."), _calls("toggle_data"), ChatReply("Fixed, thanks! ###STOP###")])
     u = LLMUser(backend)
     u.reset(UserContext(task=_task(), domain="telecom", tools=tools, rng=np.random.default_rng(0)))
     assert u.respond([_assistant("Hi! How can I help you today?")])["content"] == "My data is off."
@@ -142,10 +148,8 @@ def test_llm_user_flips_roles_and_passes_tools():
 def test_llm_user_drives_a_telecom_episode_with_device_calls():
     from trace_gym.tau2.env import Tau2Env
 
-    backend = FakeBackend([{"content": "My phone shows no service.", "tool_calls": None},
-                           {"content": None, "tool_calls": [{"name": "check_status_bar", "arguments": {}}]},
-                           {"content": None, "tool_calls": [{"name": "no_such_device_tool", "arguments": {}}]},
-                           {"content": "It says no service. ###STOP###", "tool_calls": None}])
+    backend = FakeBackend([ChatReply("My phone shows no service."), _calls("check_status_bar"),
+                           _calls("no_such_device_tool"), ChatReply("It says no service. ###STOP###")])
     try:
         env = Tau2Env("telecom", user=LLMUser(backend))
         obs, info = env.reset(seed=0)
@@ -184,20 +188,27 @@ def test_failing_user_is_a_user_error():
     assert term and r == 0.0 and info["termination_reason"] == "user_error" and "endpoint down" in info["user_error"]
 
 
-def test_openai_backend_payload_and_tool_call_parsing():
-    seen = {}
-
-    def transport(payload):
-        seen.update(payload)
-        return {"content": None, "tool_calls": [{"id": "1", "type": "function",
-                                                 "function": {"name": "toggle_data", "arguments": "{\"on\": true}"}}]}
-
-    b = OpenAIChatBackend("m", base_url="http://x", api_key="", transport=transport)
-    out = b.complete([{"role": "system", "content": "s"}], [{"type": "function", "function": {"name": "toggle_data"}}],
-                     np.random.default_rng(1))
-    assert out["tool_calls"] == [{"name": "toggle_data", "arguments": {"on": True}}]
-    assert seen["tools"][0]["function"]["name"] == "toggle_data" and isinstance(seen["seed"], int)
-    assert seen["temperature"] == 0.0
+def test_llm_user_over_http_sends_tools_and_a_seeded_request(server):
+    try:
+        user_system_prompt(_task(), with_tools=True)
+    except DataDirError as exc:
+        pytest.skip(str(exc))
+    tools = [{"type": "function", "function": {"name": "toggle_data", "parameters": {"type": "object", "properties": {}}}}]
+    server.push(completion(None, [tool_call("toggle_data", '{"on": true}')]))
+    server.push(completion('<tool_call>{"name": "toggle_data", "arguments": {}}</tool_call>'))  # no tool-call parser
+    server.push(completion("Thanks! ###STOP###"))
+    u = make_user({"kind": "llm", "model": "m", "base_url": server.url, "api_key": ""})
+    u.reset(UserContext(task=_task(), domain="telecom", tools=tools, rng=np.random.default_rng(1)))
+    first = u.respond([_assistant("Please toggle data.")])
+    assert first["tool_calls"] == [{"id": "user_call_0", "name": "toggle_data", "arguments": {"on": True}}]
+    second = u.respond([{"role": "tool", "id": "user_call_0", "content": "ok", "requestor": "user"}])
+    assert second["tool_calls"] == [{"id": "user_call_1", "name": "toggle_data", "arguments": {}}]
+    last = u.respond([{"role": "tool", "id": "user_call_1", "content": "ok", "requestor": "user"}])
+    assert is_user_stop(last) and last.end and isinstance(last, UserTurn)
+    body = server.requests[0]["body"]
+    assert body["tools"][0]["function"]["name"] == "toggle_data" and isinstance(body["seed"], int)
+    assert body["temperature"] == 0.0 and body["model"] == "m"
+    assert [r["body"]["seed"] for r in server.requests] == [int(s) for s in np.random.default_rng(1).integers(0, 2**31 - 1, 3)]
 
 
 def test_make_user_specs():
@@ -211,8 +222,7 @@ def test_make_user_specs():
         OfflineUser(max_turns=0)
 
 
-def test_openai_backend_parses_calls_written_as_text():
-    b = OpenAIChatBackend("m", transport=lambda p: {"content": '<tool_call>{"name": "toggle_data", "arguments": {}}</tool_call>'})
-    tools = [{"type": "function", "function": {"name": "toggle_data"}}]
-    assert b.complete([], tools)["tool_calls"] == [{"name": "toggle_data", "arguments": {}}]
-    assert b.complete([], None)["tool_calls"] is None
+def test_every_user_implements_the_core_seam():
+    assert all(isinstance(u, UserSimulator) for u in (OfflineUser(), ReplayUser([]), LLMUser(FakeBackend([]))))
+    client = make_user({"kind": "llm", "model": "m", "base_url": "http://x"}).client
+    assert isinstance(client, OpenAIChatClient) and client.url == "http://x/chat/completions"

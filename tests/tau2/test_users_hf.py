@@ -54,11 +54,11 @@ def _episode(backend, seed):
 
 @pytest.mark.parametrize("with_template", [True, False])
 def test_local_model_user_runs_and_is_seeded(with_template):
-    from trace_gym.tau2.users import ByteTokenizer, HFChatBackend
+    from trace_gym.llm import ByteTokenizer, HFChatClient
 
     tok = _byte_level_tokenizer() if with_template else None
     model = _tiny_model(len(tok) if tok is not None else ByteTokenizer.vocab_size)
-    backend = HFChatBackend(model, tok, max_new_tokens=6, temperature=1.0)
+    backend = HFChatClient(model, tok, max_new_tokens=6, temperature=1.0)
     a, env = _episode(backend, seed=3)
     b, _ = _episode(backend, seed=3)
     assert a == b and len(a) > 0  # same seed, same sampled user text
@@ -66,23 +66,23 @@ def test_local_model_user_runs_and_is_seeded(with_template):
 
 
 def test_local_model_tool_calls_are_parsed_with_parse_action():
-    from trace_gym.tau2.users import ByteTokenizer, HFChatBackend
+    from trace_gym.llm import ByteTokenizer, ChatReply, HFChatClient
 
-    class Scripted(HFChatBackend):
+    class Scripted(HFChatClient):
         """The model's decoded text is fixed; the parsing of tool calls is under test."""
 
         def __init__(self, text):
             super().__init__(model=None, tokenizer=ByteTokenizer())
             self.text = text
 
-        def _generate_text(self, messages, tools, rng):
+        def _generate_text(self, messages, tools, seed, temperature, max_new_tokens):
             return self.text
 
     tools = [{"type": "function", "function": {"name": "toggle_data", "parameters": {"type": "object", "properties": {}}}}]
     call = '<tool_call>{"name": "toggle_data", "arguments": {}}</tool_call>'
-    assert Scripted(call).complete([], tools)["tool_calls"] == [{"name": "toggle_data", "arguments": {}}]
+    assert Scripted(call).chat([], tools=tools).tool_calls == ({"id": None, "name": "toggle_data", "arguments": {}},)
     # without user tools, or when the text is no call, it is a message
-    assert Scripted(call).complete([], None) == {"content": call, "tool_calls": None}
-    assert Scripted("My phone is broken.").complete([], tools) == {"content": "My phone is broken.", "tool_calls": None}
+    assert Scripted(call).chat([], tools=None) == ChatReply(call)
+    assert Scripted("My phone is broken.").chat([], tools=tools) == ChatReply("My phone is broken.")
     assert ByteTokenizer().decode(ByteTokenizer().encode("héllo")) == "héllo"
     assert np is not None

@@ -157,10 +157,11 @@ def test_knowledge_base_model_reproduces_the_recorded_answers(data):
     """Without the recorded answers, the model alone gives every canned response of tools.json."""
     import dataclasses
 
-    from trace_gym.toolsandbox.engine import Sandbox, catalog
+    from trace_gym.toolsandbox.catalog import load_catalog
+    from trace_gym.toolsandbox.engine import Sandbox
     from trace_gym.toolsandbox.tools import KnowledgeBase
 
-    cat = catalog()
+    cat = load_catalog()
     model_only = dataclasses.replace(cat, kb=KnowledgeBase(cat.kb.data))
     canned = json.load(open(data[0] / "tools.json"))["rapidapi"]["canned_responses_by_scenario"]
     assert len(canned) == 26
@@ -174,10 +175,12 @@ def test_knowledge_base_model_reproduces_the_recorded_answers(data):
 def test_recorded_answers_take_precedence(data):
     import dataclasses
 
-    from trace_gym.toolsandbox.engine import Sandbox, catalog
-    from trace_gym.toolsandbox.tools import KnowledgeBase, _canned_key
+    from trace_gym.toolsandbox.catalog import load_catalog
+    from trace_gym.toolsandbox.engine import Sandbox
+    from trace_gym.toolsandbox.tools import KnowledgeBase
+    from trace_gym.toolsandbox.tools.rapidapi import _canned_key
 
-    cat = catalog()
+    cat = load_catalog()
     kb = KnowledgeBase(cat.kb.data, {_canned_key("search_stock", {"query": "Pear"}): {"symbol": "PEAR"}})
     sb = Sandbox.start(data[1]["wifi_off"], cat=dataclasses.replace(cat, kb=kb), agent_tools={n: n for n in cat.specs})
     assert _answer(sb, "search_stock", query="Pear")["content"] == "{'symbol': 'PEAR'}"

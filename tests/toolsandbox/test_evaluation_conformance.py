@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from trace_gym.datadirs import DataDirError, toolsandbox_data_dir
-from trace_gym.toolsandbox.evaluation import score_corpus, score_record
+from trace_gym.toolsandbox.conformance import score_corpus, score_record
 from trace_gym.toolsandbox.scenarios import load_scenarios
 
 

@@ -44,7 +44,7 @@ def _corpus() -> dict[str, dict[str, Any]]:
 def _need_corpus() -> dict[str, dict[str, Any]]:
     corpus = _corpus()
     if not corpus:
-        pytest.skip("ToolSandbox conformance corpus not available (TOOLSANDBOX_DATA_DIR)")
+        pytest.skip("ToolSandbox conformance corpus not available: see `trace-gym data fetch toolsandbox` (TOOLSANDBOX_DATA_DIR)")
     return corpus
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trace_gym.datadirs import DataDirError, toolsandbox_data_dir
+from trace_gym.toolsandbox.catalog import load_catalog
 from trace_gym.toolsandbox.scenarios import (
     DATABASES,
     FrozenDict,
@@ -22,18 +22,14 @@ from trace_gym.toolsandbox.scenarios import (
     freeze,
     load_scenario,
     load_scenarios,
-    load_tools,
     parse_scenario,
     thaw,
 )
 
 
 @pytest.fixture(scope="module")
-def data_dir() -> Path:
-    try:
-        return toolsandbox_data_dir()
-    except DataDirError as exc:
-        pytest.skip(f"ToolSandbox data not available: {exc}")
+def data_dir(root: Path) -> Path:
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -163,16 +159,16 @@ def test_load_scenario_by_name(data_dir: Path) -> None:
 
 
 def test_tools_catalog(data_dir: Path, scenarios: dict[str, Scenario]) -> None:
-    tools = load_tools()
-    assert len(tools.tools) == 34
-    assert set(tools.discovery_order) == set(tools.tools)
+    tools = load_catalog()
+    assert len(tools.specs) == 34
+    assert set(tools.discovery_order) == set(tools.specs)
     spec = tools["add_contact"]
-    assert spec.openai_schema["function"]["name"] == "add_contact"
-    assert spec.defaults["is_self"].value is False and spec.defaults["is_self"].recorded_in_trace is True
+    assert spec.schema["function"]["name"] == "add_contact"
+    assert spec.param("is_self").default is False and spec.param("is_self").recorded_in_trace is True
     assert "CONTACT" in spec.writes
     assert len(tools.rapidapi["scenarios_offering_rapidapi_tools"]) == 34
     for s in scenarios.values():
-        assert set(s.agent_tools) <= set(tools.tools), s.name
+        assert set(s.agent_tools) <= set(tools.specs), s.name
 
 
 # --------------------------------------------------------------------------- clear errors
@@ -242,7 +238,7 @@ def test_invalid_json_and_duplicates_and_missing_file(tmp_path: Path, raw_lines:
     with pytest.raises(ScenarioError, match="no such file"):
         load_scenarios(tmp_path / "nope.jsonl")
     with pytest.raises(ScenarioError, match="no such file"):
-        load_tools(tmp_path / "tools.json")
+        load_catalog(tmp_path / "tools.json")
 
 
 def test_malformed_tools_json(tmp_path: Path, data_dir: Path) -> None:
@@ -253,7 +249,7 @@ def test_malformed_tools_json(tmp_path: Path, data_dir: Path) -> None:
     with pytest.raises(
         ScenarioError, match=r"tools.json: tools\['add_contact'\]\.defaults\.is_self\.recorded_in_trace"
     ):
-        load_tools(path)
+        load_catalog(path)
 
 
 def test_databases_constant() -> None:

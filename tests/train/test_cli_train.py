@@ -35,3 +35,17 @@ def test_resume_needs_a_checkpoint_and_the_same_config(tmp_path, capsys):
     (out / "train_config.json").write_text(json.dumps(old.to_dict()))
     assert main(args) == 2
     assert "learning_rate changed" in capsys.readouterr().err
+
+
+def test_shared_prefix_options(tmp_path, capsys):
+    base = ["train", "--env", "trace-test/train-single-v0", "--model", "tiny", "--out", str(tmp_path / "a"), "--print-config"]
+    assert main(base) == 0
+    cfg = json.loads(capsys.readouterr().out)
+    assert cfg["shared_prefix"] is True and cfg["prefix_grad"] == "exact"
+    assert main([*base, "--no-shared-prefix"]) == 0
+    assert json.loads(capsys.readouterr().out)["shared_prefix"] is False
+    assert main([*base, "--prefix-grad", "detached"]) == 0
+    cfg = json.loads(capsys.readouterr().out)
+    assert cfg["shared_prefix"] is True and cfg["prefix_grad"] == "detached"
+    assert main([*base, "--no-shared-prefix", "--prefix-grad", "detached"]) == 2
+    assert "needs shared_prefix" in capsys.readouterr().err

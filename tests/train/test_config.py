@@ -49,3 +49,13 @@ def test_set_from_string_parses_values():
         cfg.set_from_string("nope=1")
     with pytest.raises(ConfigError, match="name=value"):
         cfg.set_from_string("novalue")
+
+
+def test_shared_prefix_is_on_by_default_and_prefix_grad_is_checked():
+    cfg = TrainConfig()
+    assert cfg.shared_prefix is True and cfg.prefix_grad == "exact"
+    TrainConfig(prefix_grad="detached").validate()
+    with pytest.raises(ConfigError, match="prefix_grad"):
+        TrainConfig(prefix_grad="frozen").validate()
+    with pytest.raises(ConfigError, match="needs shared_prefix"):
+        TrainConfig(prefix_grad="detached", shared_prefix=False).validate()

@@ -39,7 +39,7 @@ def test_collect_episodes_max_steps_cuts_long_episodes():
     assert recs[0].truncated and recs[0].termination_reason == "collect_max_steps" and recs[0].steps == 1
 
 
-def test_env_metadata_of_a_capability_env():
+def test_env_metadata_of_a_capability_env(tau2_data):
     import pytest
 
     from trace_gym.train.trainer import env_metadata

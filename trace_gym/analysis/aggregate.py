@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..core.outcome import is_success
 from .labels import LabelRun, LabelValue
 
 __all__ = ["Thresholds", "CapabilityRunStats", "CapabilitySummary", "AggregationResult", "run_stats", "aggregate"]
@@ -30,7 +31,7 @@ class Thresholds:
     rho: float = 0.10    # minimum coverage
     delta: float = 0.20  # minimum contrastive gap
     k: int = 8           # runs a capability must pass
-    success: float = 1.0  # a trajectory with reward >= success counts as passed
+    success: float = 1.0  # the success threshold: trace_gym.core.outcome.is_success(reward, success) counts as passed
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.rho <= 1.0:
@@ -122,7 +123,7 @@ class AggregationResult:
 
 def run_stats(run: LabelRun, rewards: Mapping[str, float], capabilities: Iterable[str], success: float = 1.0) -> list[CapabilityRunStats]:
     """Per-capability counts for one labeling run.  ``rewards`` maps trajectory id → reward."""
-    failed = {t for t, r in rewards.items() if r < success}
+    failed = {t for t, r in rewards.items() if not is_success(r, success)}
     n_failed, n_passed = len(failed), len(rewards) - len(failed)
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for lab in run.labels:

@@ -1,38 +1,46 @@
-"""Gold solutions for targets that have them (τ²-bench), looked up by env id and task id."""
+"""Gold references of the tasks trajectories played, asked of each target env's task source."""
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
+from collections.abc import Mapping
 from typing import Any
 
-from ..datadirs import tau2_domain_dir
+from ..core.tasks import Gold, NoTaskSourceError, TaskSource, task_source_for
 
-__all__ = ["tau2_gold", "domain_of"]
-
-
-def domain_of(env_id: str) -> str | None:
-    """``trace/tau2-retail-v0`` → ``retail``; None for non-τ² ids."""
-    name = env_id.split("/")[-1]
-    if not name.startswith("tau2-"):
-        return None
-    return name[len("tau2-"):].rsplit("-v", 1)[0]
+__all__ = ["GoldLookup", "gold_reference"]
 
 
-@lru_cache(maxsize=8)
-def _domain(domain: str) -> tuple[dict[str, dict[str, Any]], frozenset[str]]:
-    d = tau2_domain_dir(domain)
-    tasks = {str(t["id"]): t for t in json.loads((d / "tasks.json").read_text(encoding="utf-8"))}
-    writes = frozenset(t["name"] for t in json.loads((d / "tools.json").read_text(encoding="utf-8")) if t.get("tool_type") == "write")
-    return tasks, writes
+class GoldLookup:
+    """``lookup(env_id, options, info)``: the task a trajectory played and its gold reference.
+
+    One task source per env id, made once (with ``env_kwargs``).  An env id that is not
+    registered or whose env offers no task source has no gold: ``(None, None)``.
+    """
+
+    def __init__(self, env_kwargs: Mapping[str, Any] | None = None):
+        self.env_kwargs = dict(env_kwargs or {})
+        self._sources: dict[str, TaskSource | None] = {}
+
+    def source(self, env_id: str) -> TaskSource | None:
+        if env_id not in self._sources:
+            import gymnasium as gym
+
+            try:
+                self._sources[env_id] = task_source_for(env_id, self.env_kwargs)
+            except (gym.error.Error, NoTaskSourceError):
+                self._sources[env_id] = None
+        return self._sources[env_id]
+
+    def __call__(self, env_id: str, options: Mapping[str, Any] | None, info: Mapping[str, Any] | None) -> tuple[str | None, Gold | None]:
+        src = self.source(env_id)
+        if src is None:
+            tid = (options or {}).get("task_id") or (info or {}).get("task_id")
+            return (None if tid is None else str(tid)), None
+        task_id = src.task_id_of(info or {}, options)
+        return task_id, (None if task_id is None else src.gold(task_id))
 
 
-def tau2_gold(env_id: str, task_id: str) -> tuple[dict[str, Any], frozenset[str]] | None:
-    """The task's ``evaluation_criteria`` and the domain's write tools, or None when not a τ² env."""
-    domain = domain_of(env_id)
-    if domain is None:
-        return None
-    tasks, writes = _domain(domain)
-    if task_id not in tasks:
-        raise KeyError(f"τ²-bench {domain} has no task {task_id!r}")
-    return tasks[task_id].get("evaluation_criteria") or {}, writes
+def gold_reference(env_id: str, task_id: str, env_kwargs: Mapping[str, Any] | None = None) -> Gold | None:
+    """The gold reference of task ``task_id`` of ``env_id`` (its task source's :meth:`~TaskSource.gold`)."""
+    return task_source_for(env_id, env_kwargs).gold(str(task_id))
+

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..core.outcome import is_success
 from ..io import atomic_write_json, sha256_file
 from .aggregate import AggregationResult, Thresholds, aggregate
-from .gold import tau2_gold
+from .gold import GoldLookup
 from .labelers.base import Labeler, LabelingItem
 from .labels import Capability, LabelRun
 
@@ -35,17 +36,20 @@ def trajectory_id(t: Any) -> str:
     return f"{t.env_id.split('/')[-1]}:{t.seed}:{h}"
 
 
-def items_from_trajectories(trajectories: list[Any], gold_source: Callable[[str, str], Any] = tau2_gold) -> list[LabelingItem]:
+def items_from_trajectories(trajectories: list[Any], gold: Callable[[str, Mapping[str, Any] | None, Mapping[str, Any] | None], Any] | None = None) -> list[LabelingItem]:
+    """One labeling item per trajectory, with the gold reference of the task it played.
+
+    ``gold(env_id, options, reset_info) -> (task id, Gold or None)`` finds them; by default
+    a :class:`~trace_gym.analysis.gold.GoldLookup` asks each env's task source.
+    """
+    lookup = gold if gold is not None else GoldLookup()
     items = []
     for t in trajectories:
-        task_id = t.reset_info.get("task_id") or (t.options or {}).get("task_id")
-        gold = writes = None
-        if task_id is not None:
-            found = gold_source(t.env_id, str(task_id))
-            if found is not None:
-                gold, writes = found
-        items.append(LabelingItem(trajectory_id(t), t.transcript or t.messages, float(t.reward),
-                                  None if task_id is None else str(task_id), gold, writes or frozenset()))
+        task_id, ref = lookup(t.env_id, t.options, t.reset_info)
+        criteria = None if ref is None else {"actions": [dict(a) for a in ref.actions], "communicate_info": list(ref.communicate),
+                                             "categories": [str(c) for c in ref.details.get("categories") or ()]}
+        items.append(LabelingItem(trajectory_id(t), t.transcript or t.messages, float(t.reward), task_id, criteria,
+                                  ref.write_tools if ref is not None else frozenset()))
     return items
 
 
@@ -93,7 +97,7 @@ def run_analysis(
             on_run(r, True)
         label_runs.append(stored)
     result = aggregate(label_runs, rewards, cap_names, thresholds)
-    n_failed = sum(1 for v in rewards.values() if v < thresholds.success)
+    n_failed = sum(1 for v in rewards.values() if not is_success(v, thresholds.success))
     doc = {
         "format": FORMAT,
         "inputs": {

@@ -7,6 +7,8 @@ from typing import Any
 
 from rich.table import Table
 
+from ..render import fit_table
+
 __all__ = ["capabilities_table", "plot_capabilities"]
 
 
@@ -14,8 +16,10 @@ def capabilities_table(doc: dict[str, Any]) -> Table:
     t = doc["thresholds"]
     table = Table(title=f"Capabilities ({doc['inputs']['n_failed']} failed / {doc['inputs']['n_passed']} passed; "
                         f"ρ={t['rho']}, δ={t['delta']}, K={t['k']} of N={doc['runs']})")
-    for col in ("capability", "selected", "runs passed", "mean Cov", "mean ER−", "mean ER+", "mean Δ"):
-        table.add_column(col, justify="left" if col == "capability" else "right")
+    # short headers so the table fits 80 columns with whole capability names (the caption spells them out)
+    for col in ("capability", "selected", "runs", "Cov", "ER−", "ER+", "Δ"):
+        table.add_column(col, justify="left" if col == "capability" else "right", no_wrap=True)
+    table.caption = "runs: labeling runs passing the thresholds; Cov, ER−, ER+, Δ: means over the runs"
     no_passed = not doc["inputs"]["n_passed"]
     for s in doc["capabilities"]:
         per = s["per_run"]
@@ -26,9 +30,9 @@ def capabilities_table(doc: dict[str, Any]) -> Table:
             "n/a" if no_passed else f"{sum(p['er_plus'] for p in per) / n:.2f}", f"{s['mean_gap']:+.2f}",
         )
     if no_passed:
-        table.caption = ("no passed trajectories: ER+ is taken as 0, so Δ = ER− and the selection rests on "
-                         "the failures alone (add successful trajectories, e.g. from a scripted or stronger agent)")
-    return table
+        table.caption += ("; no passed trajectories: ER+ is taken as 0, so Δ = ER− and the selection rests on "
+                          "the failures alone (add successful trajectories, e.g. from a scripted or stronger agent)")
+    return fit_table(table, "capability")
 
 
 def plot_capabilities(doc: dict[str, Any], path: str | Path) -> Path | None:

@@ -2,15 +2,19 @@
 
 Each capability is defined in general terms (not tied to one domain) and, where the
 project ships one, names the starter capability environment in ``envs/`` that trains it.
+:data:`GENERAL_CAPABILITIES` come from τ²-bench-style policy tasks;
+:data:`TOOLSANDBOX_CAPABILITIES` are the behaviours ToolSandbox's scenario categories test
+(the offline labeler marks them NA on tasks whose task source names no such category).
+:data:`TAXONOMY` is both, in that order.
 """
 
 from __future__ import annotations
 
 from .labels import Capability
 
-__all__ = ["TAXONOMY", "by_name"]
+__all__ = ["TAXONOMY", "GENERAL_CAPABILITIES", "TOOLSANDBOX_CAPABILITIES", "by_name"]
 
-TAXONOMY: tuple[Capability, ...] = (
+GENERAL_CAPABILITIES: tuple[Capability, ...] = (
     Capability(
         "precondition-verification",
         "Before changing state, check that the policy allows the change for this record (status, fare class, "
@@ -52,6 +56,42 @@ TAXONOMY: tuple[Capability, ...] = (
         "Summarise a state-changing action and get the user's explicit confirmation before performing it.",
     ),
 )
+
+TOOLSANDBOX_CAPABILITIES: tuple[Capability, ...] = (
+    Capability(
+        "state-dependency",
+        "Put the world in the state a call depends on first (turn a setting on or off, e.g. leave low-battery "
+        "mode, enable cellular, wifi or location service) and only then make the dependent call. Failures are "
+        "the dependent call made without its prerequisite, or the prerequisite never set.",
+        starter_env="cap-ts-state-dependency",
+    ),
+    Capability(
+        "canonicalization",
+        "Pass arguments in the canonical form the tool expects: relative dates and times turned into exact "
+        "timestamps, phone numbers in international form, amounts and units converted, names resolved to ids.",
+        starter_env="cap-ts-canonicalization",
+    ),
+    Capability(
+        "insufficient-information",
+        "When no available tool can do what the user asks (or a needed fact cannot be obtained), say so plainly "
+        "instead of inventing an answer or an argument, and change nothing.",
+        starter_env="cap-ts-insufficient-information",
+    ),
+    Capability(
+        "multiple-user-turn",
+        "When the first request lacks details, keep the conversation going: ask the user for what is missing "
+        "and then use the answers in the calls, rather than stopping or guessing after the first message.",
+        starter_env="cap-ts-multiple-user-turn",
+    ),
+    Capability(
+        "multiple-tool-call",
+        "Complete every call a request needs (look-ups that feed later calls, then the calls that act), not "
+        "just the first one.",
+        starter_env="cap-ts-multiple-tool-call",
+    ),
+)
+
+TAXONOMY: tuple[Capability, ...] = GENERAL_CAPABILITIES + TOOLSANDBOX_CAPABILITIES
 
 
 def by_name(name: str) -> Capability:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["AgentCall", "agent_calls", "assistant_texts", "call_repr"]
+
+# A failed call's result: "Error: ..." (τ²-bench, capability envs) or an exception line such as
+# "PermissionError: Wifi cannot be turned on in low battery mode" (ToolSandbox).
+_ERROR = re.compile(r"Error\b|[A-Z]\w*(?:Error|Exception): ")
 
 
 @dataclass(frozen=True)
@@ -24,7 +29,7 @@ def call_repr(name: str, arguments: dict[str, Any]) -> str:
 
 
 def agent_calls(messages: list[dict[str, Any]]) -> list[AgentCall]:
-    """Every assistant tool call, paired with its tool result (error if the result says so)."""
+    """Every assistant tool call, paired with its tool result (an error when the result starts like one)."""
     results: dict[str, str] = {}
     for m in messages:
         if m.get("role") == "tool":
@@ -41,7 +46,7 @@ def agent_calls(messages: list[dict[str, Any]]) -> list[AgentCall]:
             except (json.JSONDecodeError, TypeError):
                 args = {}
             res = results.get(tc.get("id", ""), "")
-            out.append(AgentCall(i, tc.get("id", ""), fn.get("name", ""), args, res.startswith("Error"), res))
+            out.append(AgentCall(i, tc.get("id", ""), fn.get("name", ""), args, _ERROR.match(res) is not None, res))
     return out
 
 

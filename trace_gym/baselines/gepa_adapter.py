@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.outcome import is_success
+
 __all__ = [
     "CANDIDATE_KEY",
     "SystemPromptPolicy",
@@ -45,13 +47,11 @@ __all__ = [
 CANDIDATE_KEY = "system_prompt"
 
 
-def default_anchor(env_id: str) -> str | None:
-    """The agent instruction a target's system prompt starts with (τ²-bench), else ``None``."""
-    if "tau2-" in env_id:
-        from ..tau2.env import agent_system_prompt
+def default_anchor(env_id: str, env_kwargs: dict[str, Any] | None = None) -> str | None:
+    """The agent instruction a target's system prompt opens with (its task source's ``instruction``), else ``None``."""
+    from ..core.tasks import task_source_for
 
-        return agent_system_prompt("").split("\n\n<policy>")[0]
-    return None
+    return task_source_for(env_id, env_kwargs).instruction
 
 
 def _short_hash(text: str) -> str:
@@ -104,7 +104,7 @@ def policy_reflection_lm(policy: Any, seed: int = 0) -> Callable[[str | list[dic
     Each call uses a new seed (``seed``, ``seed + 1``, ...) so repeated reflections differ
     while a rerun of the whole search repeats them exactly.
     """
-    from ..llm_client import PolicyChatClient
+    from ..llm import PolicyChatClient
 
     client = PolicyChatClient(policy)
     counter = {"n": 0}
@@ -113,7 +113,7 @@ def policy_reflection_lm(policy: Any, seed: int = 0) -> Callable[[str | list[dic
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
         n = counter["n"]
         counter["n"] += 1
-        return client.complete(messages, seed=seed + n)
+        return client.chat(messages, seed=seed + n).text
 
     return lm
 
@@ -136,7 +136,7 @@ def _render(messages: list[dict[str, Any]], limit: int) -> str:
 
 
 def _feedback(reward: float, reward_info: dict[str, Any], termination: str | None, success: float) -> str:
-    verdict = "The episode succeeded" if reward >= success else "The episode failed"
+    verdict = "The episode succeeded" if is_success(reward, success) else "The episode failed"
     lines = [f"{verdict}: reward {reward:.3f} (success needs {success:g}); it ended by {termination or 'unknown'}."]
     for key, value in (reward_info or {}).items():
         if key in ("info",):
@@ -147,14 +147,18 @@ def _feedback(reward: float, reward_info: dict[str, Any], termination: str | Non
 
 
 class TraceGEPAAdapter:
-    """GEPA adapter over a trace-gym env: data instances are task ids, scores are env rewards."""
+    """GEPA adapter over a trace-gym env: data instances are task ids, scores are env rewards.
+
+    A task is played with the reset options the env's task source gives for it
+    (:mod:`trace_gym.core.tasks`), or with ``{task_option: id}`` when ``task_option`` is set.
+    """
 
     def __init__(
         self,
         env_factory: Callable[[], Any],
         policy: Any,
         *,
-        task_option: str = "task_id",
+        task_option: str | None = None,
         anchor: str | None = None,
         seed: int = 0,
         budget: Any = None,
@@ -188,6 +192,14 @@ class TraceGEPAAdapter:
             self._env.close()
             self._env = None
 
+    def _options(self, env: Any, task: Any) -> dict[str, Any]:
+        """The reset options that play ``task``: ``{task_option: task}``, else the env's task source's."""
+        if self.task_option is not None:
+            return {self.task_option: task}
+        from ..core.tasks import task_source
+
+        return task_source(env).reset_options(str(task))
+
     def candidate_policy(self, candidate: dict[str, str]) -> SystemPromptPolicy:
         text = candidate.get(CANDIDATE_KEY)
         if not isinstance(text, str):
@@ -210,7 +222,7 @@ class TraceGEPAAdapter:
                 self.budget.charge(self.stage, 1)  # a refused rollout is never played
             self.rollouts += 1
             try:
-                traj = rollout(env, policy, self.seed, {self.task_option: task})
+                traj = rollout(env, policy, self.seed, self._options(env, task))
                 error = None
             except RolloutError as exc:  # a policy failure scores 0 and is shown to the reflection model
                 traj, error = exc.trajectory, str(exc)

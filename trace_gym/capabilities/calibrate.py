@@ -18,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["CalibrationResult", "calibrate", "tune", "pass_at_k", "make_policy", "BASELINES"]
+from ..core.outcome import is_success, success_threshold
+from ..progress import track
 
-SUCCESS = 1.0 - 1e-9
+__all__ = ["CalibrationResult", "calibrate", "tune", "pass_at_k", "make_policy", "BASELINES"]
 
 
 class _Baseline:
@@ -92,6 +93,7 @@ class CalibrationResult:
     difficulty: dict[str, float]
     rewards: dict[int, list[float]] = field(default_factory=dict)
     cases: dict[int, str] = field(default_factory=dict)
+    threshold: float = 1.0  # the env's success threshold (trace_gym.core.outcome.success_threshold)
 
     @property
     def all_rewards(self) -> list[float]:
@@ -117,12 +119,12 @@ class CalibrationResult:
             "episodes": len(rs),
             "difficulty": self.difficulty,
             "mean_reward": round(self.mean_reward, 6),
-            "success_rate": round(sum(r >= SUCCESS for r in rs) / len(rs), 6) if rs else 0.0,
+            "success_rate": round(sum(is_success(r, self.threshold) for r in rs) / len(rs), 6) if rs else 0.0,
             "groups_all_zero": round(sum(all(r == 0.0 for r in g) for g in groups) / n, 6),
-            "groups_all_one": round(sum(all(r >= SUCCESS for r in g) for g in groups) / n, 6),
+            "groups_all_one": round(sum(all(is_success(r, self.threshold) for r in g) for g in groups) / n, 6),
             "groups_constant": round(sum(len(set(g)) <= 1 for g in groups) / n, 6),
             "pass_at_k": {
-                str(k): round(sum(pass_at_k(len(g), sum(r >= SUCCESS for r in g), k) for g in groups) / n, 6)
+                str(k): round(sum(pass_at_k(len(g), sum(is_success(r, self.threshold) for r in g), k) for g in groups) / n, 6)
                 for k in range(1, self.samples + 1)
             },
             "per_case": {c: {"episodes": len(v), "mean_reward": round(sum(v) / len(v), 6)} for c, v in sorted(per_case.items())},
@@ -166,29 +168,36 @@ def calibrate(env_id: str, policy: Any, seeds: list[int], samples: int, *, diffi
     env = gym.make(env_id, **kwargs).unwrapped
     if not hasattr(env, "cap_spec"):
         raise TypeError(f"{env_id} is not a capability environment")
-    result = CalibrationResult(env_id, getattr(policy, "policy_id", type(policy).__name__), list(seeds), samples, dict(env.knob_values))
-    if hasattr(policy, "act_batch") and not hasattr(policy, "bind_env") and getattr(policy, "batchable", True):
-        env.close()
-        _calibrate_batched(env_id, kwargs, policy, list(seeds), samples, result, on_episode)
-        return result
-    for seed in seeds:
-        group = []
-        for k in range(samples):
-            reward, case = play_episode(env, policy, seed, k)
-            group.append(reward)
-            result.cases[seed] = case
+    result = CalibrationResult(env_id, getattr(policy, "policy_id", type(policy).__name__), list(seeds), samples, dict(env.knob_values),
+                               threshold=success_threshold(env))
+    with track(f"calibrate {env_id}", total=len(seeds) * samples) as bar:
+        def tick(reward: float) -> None:
+            bar.tick(reward)
             if on_episode:
                 on_episode()
-        result.rewards[seed] = group
+
+        if hasattr(policy, "act_batch") and not hasattr(policy, "bind_env") and getattr(policy, "batchable", True):
+            env.close()
+            _calibrate_batched(env_id, kwargs, policy, list(seeds), samples, result, tick)
+            return result
+        for seed in seeds:
+            group = []
+            for k in range(samples):
+                reward, case = play_episode(env, policy, seed, k)
+                group.append(reward)
+                result.cases[seed] = case
+                tick(reward)
+            result.rewards[seed] = group
     env.close()
     return result
 
 
 def _calibrate_batched(env_id: str, kwargs: dict[str, Any], policy: Any, seeds: list[int], samples: int,
-                       result: CalibrationResult, on_episode: Callable[[], None] | None) -> None:
+                       result: CalibrationResult, on_episode: Callable[[float], None]) -> None:
     """Every (seed, sample) episode in lock-step batches of the policy's batch size.
 
-    The policy's episode seed is ``seed * 1000 + sample``, as in the one-at-a-time path.
+    The policy's episode seed is ``seed * 1000 + sample``, as in the one-at-a-time path;
+    ``on_episode(reward)`` follows each episode.
     """
     import gymnasium as gym
 
@@ -208,8 +217,7 @@ def _calibrate_batched(env_id: str, kwargs: dict[str, Any], policy: Any, seeds: 
         for (seed, k), t in zip(chunk, trajs, strict=True):
             rewards[seed][k] = float(t.rewards[-1]) if t.rewards else 0.0  # the final step carries the reward
             result.cases[seed] = t.reset_info.get("case", "?")
-            if on_episode:
-                on_episode()
+            on_episode(rewards[seed][k])
     for seed in seeds:
         result.rewards[seed] = rewards[seed]
 

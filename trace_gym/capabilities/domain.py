@@ -1,114 +1,31 @@
 """The target domain's tools as the agent sees them: the benchmark's exact schemas.
 
-Schemas, descriptions and tool kinds come from the benchmark's ``tools.json`` (found via
+Schemas, descriptions and tool kinds come from the benchmark's ``tools.json`` as the τ²-bench
+engine loads it (:func:`trace_gym.tau2.domain_spec.load_domain`, data found via
 ``TAU2_DATA_DIR``), so an agent sees exactly what it sees on the target benchmark.
 Calls are routed by the environment to the episode's backend (see :mod:`.backend`).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from ..core.tools import Tool, ToolError, ToolSet
-from ..datadirs import tau2_domain_dir
+from ..core.tools import Tool, ToolError, ToolSet, quick_validator
+from ..tau2.data import load_policy
+from ..tau2.domain_spec import load_domain
 
 __all__ = ["DomainTools", "domain_tool_records", "domain_policy", "copy_db", "quick_validator"]
 
-# keywords that describe a value without constraining it
-_ANNOTATIONS = frozenset({"title", "description", "default", "examples"})
-# "$defs" only holds definitions; a property that refers to one is not a plain shape
-_TOP_LEVEL = frozenset({"type", "properties", "required", "additionalProperties", "$defs"}) | _ANNOTATIONS
-_SCALAR_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: type(v) is int,  # floats like 1.0 and bools: the full check decides
-    "number": lambda v: type(v) is int or type(v) is float,
-    "boolean": lambda v: type(v) is bool,
-}
-
-
-def _plain_type_check(schema: Any) -> Callable[[Any], bool] | None:
-    """A test that is True only for values ``schema`` certainly accepts, for the plain shapes of
-    the benchmark's tool schemas: a scalar type (strings possibly from an ``enum``), an array
-    of such, any object, or ``anyOf`` such branches; ``None`` for anything else."""
-    if not isinstance(schema, dict):
-        return None
-    keys = set(schema) - _ANNOTATIONS
-    if keys == {"anyOf"}:
-        branches = schema["anyOf"]
-        checks = [c for c in (_plain_type_check(b) for b in branches) if c is not None] if isinstance(branches, list) else []
-        if not checks:
-            return None
-        return lambda v: any(c(v) for c in checks)  # one accepting branch is enough
-    kind = schema.get("type")
-    if kind == "string" and keys == {"type", "enum"}:
-        allowed = schema["enum"]
-        if not isinstance(allowed, list) or not all(type(a) is str for a in allowed):
-            return None
-        options = frozenset(allowed)
-        return lambda v: isinstance(v, str) and v in options
-    if keys == {"type"} and isinstance(kind, str) and kind in _SCALAR_CHECKS:
-        return _SCALAR_CHECKS[kind]
-    if kind == "array" and keys <= {"type", "items"}:
-        if "items" not in schema:
-            return lambda v: type(v) is list
-        each = _plain_type_check(schema["items"])
-        if each is None:
-            return None
-        return lambda v: type(v) is list and all(each(x) for x in v)
-    if kind == "object" and (keys == {"type"} or (keys == {"type", "additionalProperties"} and schema["additionalProperties"] is True)):
-        return lambda v: type(v) is dict  # no properties declared: any object
-    return None
-
-
-def quick_validator(parameters: dict[str, Any], full: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
-    """``full`` (the JSON-Schema check) with a shortcut for arguments that plainly conform.
-
-    For a parameters schema made only of typed properties, ``required`` and no extra
-    properties, arguments whose every value has the declared plain type and that name every
-    required property are valid without running the schema engine.  Anything else —
-    including every invalid call — goes to ``full``, so error texts are unchanged.
-    """
-    if not isinstance(parameters, dict) or not set(parameters) <= _TOP_LEVEL or parameters.get("type", "object") != "object":
-        return full
-    if parameters.get("additionalProperties", False) is not False:
-        return full
-    props = parameters.get("properties") or {}
-    required = parameters.get("required") or []
-    if not isinstance(props, dict) or not isinstance(required, list) or not all(isinstance(r, str) and r in props for r in required):
-        return full
-    checks: dict[str, Callable[[Any], bool]] = {}
-    for name, sub in props.items():
-        check = _plain_type_check(sub)
-        if check is None:
-            return full
-        checks[name] = check
-
-    def validate(args: Any) -> str | None:
-        if type(args) is dict and all(r in args for r in required):
-            for k, v in args.items():
-                check = checks.get(k)
-                if check is None or not check(v):
-                    return full(args)
-            return None
-        return full(args)
-
-    return validate
-
-
-@lru_cache(maxsize=4)
 def domain_tool_records(domain: str) -> dict[str, dict[str, Any]]:
-    """``name -> tools.json record`` for a τ²-bench domain."""
-    path = tau2_domain_dir(domain) / "tools.json"
-    return {rec["name"]: rec for rec in json.loads(path.read_text(encoding="utf-8"))}
+    """``name -> tools.json record`` for a τ²-bench domain (shared with the engine; do not mutate)."""
+    return {rec["name"]: rec for rec in load_domain(domain).tools}
 
 
 @lru_cache(maxsize=4)
 def domain_policy(domain: str) -> str:
     """The domain's agent policy text."""
-    return (tau2_domain_dir(domain) / "policy.md").read_text(encoding="utf-8")
+    return load_policy(domain)
 
 
 def copy_db(x: Any) -> Any:
@@ -143,8 +60,6 @@ class DomainTools:
                 fn=self._dispatcher(name),
                 kind=kind if kind in ("read", "write", "generic", "think") else "generic",
             )
-            assert tool.validate is not None
-            tool.validate = quick_validator(tool.parameters, tool.validate)
             tools.append(tool)
         self.toolset = ToolSet(tools)
 

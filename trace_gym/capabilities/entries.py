@@ -3,23 +3,37 @@
 Specs are found in the repository's ``envs/`` folder (shipped inside the package as
 ``trace_gym/starter_envs``, a link to it in the repository, so an installed wheel has
 the starter library too) and in any folder listed in ``TRACE_GYM_ENVS_DIR``
-(``os.pathsep``-separated).  Only file names and the ``title``
-line are read here, so importing this module stays cheap; each spec is parsed and
-validated when its environment is made.
+(``os.pathsep``-separated).  Only file names and the ``title`` and ``domain`` lines are read here, so
+importing this module stays cheap; each spec is parsed and validated when its
+environment is made.
+
+A file that cannot be a spec — over the size limit, not UTF-8, unreadable — is
+skipped with a :class:`SpecFileWarning` that names it, so one bad file never breaks
+``import trace_gym``.  Two different files with the same name (``cap-x.yaml`` in two
+folders) would register one id twice: registration refuses that with an error naming
+both (:class:`trace_gym.registration.DuplicateEnvError`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
 
 from ..registration import EnvEntry
+from .specfile import SPEC_SUFFIXES, SpecError, read_spec_text
 
-__all__ = ["ENV_ENTRIES", "spec_dirs", "spec_files"]
+__all__ = ["ENV_ENTRIES", "SpecFileWarning", "spec_dirs", "spec_files"]
 
 _TITLE = re.compile(r"^title:\s*(.+?)\s*$", re.MULTILINE)
-_SUFFIXES = (".yaml", ".yml", ".json")
+_JSON_TITLE = re.compile(r'"title"\s*:\s*"([^"]+)"')
+_DOMAIN = re.compile(r"^domain:\s*['\"]?([\w-]+)", re.MULTILINE)
+_JSON_DOMAIN = re.compile(r'"domain"\s*:\s*"([\w-]+)"')
+
+
+class SpecFileWarning(UserWarning):
+    """A file in a spec folder was skipped (its name and the reason are in the message)."""
 
 
 def spec_dirs() -> list[Path]:
@@ -32,35 +46,58 @@ def spec_dirs() -> list[Path]:
     return [d for d in dirs if d.is_dir()]
 
 
-def spec_files() -> list[Path]:
-    """Every spec file (first folder wins when two share a name)."""
-    seen: dict[str, Path] = {}
+def _candidates() -> list[Path]:
+    seen: set[Path] = set()
+    out: list[Path] = []
     for d in spec_dirs():
-        for p in sorted(d.iterdir()):
+        try:
+            names = sorted(d.iterdir())
+        except OSError as exc:
+            warnings.warn(f"spec folder {d} skipped: {exc.strerror or exc}", SpecFileWarning, stacklevel=2)
+            continue
+        for p in names:
             # "_x.json" (reports) and "x.tuned.yaml" / "x.calibration.json" (derived files) are not specs
-            if p.suffix in _SUFFIXES and p.is_file() and p.stem not in seen and not p.stem.startswith(("_", ".")) and "." not in p.stem:
-                seen[p.stem] = p
-    return list(seen.values())
+            if p.suffix not in SPEC_SUFFIXES or p.stem.startswith(("_", ".")) or "." in p.stem or not p.is_file():
+                continue
+            real = p.resolve()
+            if real not in seen:  # the starter folder is reached through two paths in a checkout
+                seen.add(real)
+                out.append(p)
+    return out
 
 
-def _description(path: Path) -> str:
+def _read(path: Path) -> str | None:
     try:
-        head = path.read_text(encoding="utf-8")[:4000]
-    except OSError:
-        return "capability environment"
+        return read_spec_text(path)
+    except SpecError as exc:
+        warnings.warn(f"spec file skipped: {exc}", SpecFileWarning, stacklevel=2)
+        return None
+
+
+def _description(text: str) -> str:
+    head = text[:4000]
     m = _TITLE.search(head)
     if m:
         return m.group(1).strip("'\"")
-    m = re.search(r'"title"\s*:\s*"([^"]+)"', head)
+    m = _JSON_TITLE.search(head)
     return m.group(1) if m else "capability environment"
 
 
-ENV_ENTRIES: list[EnvEntry] = [
-    EnvEntry(
-        id=f"trace/{p.stem}-v0",
-        entry_point="trace_gym.capabilities.env:CapabilityEnv",
-        description=_description(p),
-        kwargs={"spec": str(p)},
-    )
-    for p in spec_files()
-]
+def _entries() -> list[EnvEntry]:
+    out = []
+    for p in _candidates():
+        text = _read(p)
+        if text is not None:
+            domain = _DOMAIN.search(text[:4000]) or _JSON_DOMAIN.search(text[:4000])
+            out.append(EnvEntry(id=f"trace/{p.stem}-v0", entry_point="trace_gym.capabilities.env:CapabilityEnv",
+                                description=_description(text), kwargs={"spec": str(p)}, family="capability",
+                                domain=domain.group(1) if domain else ""))
+    return out
+
+
+def spec_files() -> list[Path]:
+    """Every readable spec file in the spec folders now (a file reached through two folders once)."""
+    return [Path(e.kwargs["spec"]) for e in _entries()]
+
+
+ENV_ENTRIES: list[EnvEntry] = _entries()

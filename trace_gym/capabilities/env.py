@@ -17,12 +17,11 @@ from typing import Any
 from ..core.env import Episode, ToolEnv
 from ..core.toolcalls import format_tool_call
 from ..core.tools import ToolResult
-from .backend import engine_available, open_backend
-from .domain import DomainTools, copy_db, domain_policy
+from .domain import copy_db
+from .domains import DomainBackend, get_domain
 from .rewards import EpisodeLog, evaluate_rewards
 from .scenario import Scenario, UnsolvableScenarioError, bind_scenario, choose_case
 from .spec import CapabilitySpec, load_spec, resolve_number
-from .synthdb import GENERATORS
 from .user import ScriptedUser, SimulatedUser
 
 __all__ = ["CapabilityEnv", "UnsolvableScenarioError"]
@@ -56,10 +55,16 @@ class CapabilityEnv(ToolEnv):
             when the spec gives simulator instructions (otherwise the scripted user plays).
         verify_reference: dry-run the reference solution's calls at reset and reject the
             seed if one fails (on by default).
-        backend: ``"engine"`` (the project's τ²-bench engine on the synthetic database),
-            ``"builtin"`` (this package's plain-dict tools) or ``"auto"`` (the engine when
-            it is available).
+
+    The spec's domain (:func:`~trace_gym.capabilities.domains.get_domain`) supplies the tools,
+    the synthetic database, the backend calls run on and the system prompt: for τ²-bench
+    domains the project's τ²-bench engine with the episode's database injected
+    (:class:`~trace_gym.capabilities.backend.EngineBackend`), for ``toolsandbox`` ToolSandbox's
+    tools over a synthetic world (:mod:`~trace_gym.capabilities.ts_domain`).  A missing data
+    folder raises :class:`~trace_gym.datadirs.DataDirError` here, naming the path.
     """
+
+    reset_option_keys = frozenset({"difficulty", "case", "hint", "scenario_seed"})
 
     def __init__(
         self,
@@ -70,7 +75,6 @@ class CapabilityEnv(ToolEnv):
         max_steps: int | None = None,
         user_simulator: Any = None,
         verify_reference: bool = True,
-        backend: str = "auto",
         render_mode: str | None = None,
         **kwargs: Any,
     ):
@@ -86,14 +90,10 @@ class CapabilityEnv(ToolEnv):
         self.hint_fraction = self._hint_fraction(self.knob_values)
         self.user_simulator = user_simulator
         self.verify_reference = verify_reference
-        if backend not in ("auto", "engine", "builtin"):
-            raise ValueError(f"backend must be 'auto', 'engine' or 'builtin', got {backend!r}")
-        if backend == "auto":
-            backend = "engine" if engine_available(self.cap_spec.domain) else "builtin"
-        self.backend_kind = backend
-        self._domain_tools = DomainTools(self.cap_spec.domain, self.cap_spec.tool_names)
-        self._backend: Any = None
-        self._policy = domain_policy(self.cap_spec.domain)
+        self._domain = get_domain(self.cap_spec.domain)  # the domain answers for tools, data, backend, prompt
+        self._domain_tools = self._domain.tools(self.cap_spec.tool_names)
+        self._backend: DomainBackend | None = None
+        self._policy = self._domain.system_prompt()
         self._seed: int | None = None
         self.scenario: Scenario | None = None
         self._log = EpisodeLog()
@@ -106,11 +106,11 @@ class CapabilityEnv(ToolEnv):
 
     # ------------------------------------------------------------------ ToolEnv hooks
     def _start(self, options: dict[str, Any]) -> Episode:
-        rng = random.Random(int(self.np_random.integers(0, 2**63 - 1)))
+        rng = random.Random(int(self._scenario_generator(options).integers(0, 2**63 - 1)))
         wanted = {**self._overrides(), **dict(options.get("difficulty") or {})}
         knobs = self.cap_spec.knobs(wanted) if wanted else dict(self._default_knobs)
         sizes = {k: int(resolve_number(v, knobs)) for k, v in (self.cap_spec.data.get("db") or {}).items()}
-        db = GENERATORS[self.cap_spec.domain](rng, **sizes)
+        db = self._domain.generate(rng, **sizes)
         if "case" in options:
             wanted = [c for c in self.cap_spec.cases if c["name"] == options["case"]]
             if not wanted:
@@ -123,8 +123,8 @@ class CapabilityEnv(ToolEnv):
         if self._fixed_max_steps is None:
             self.max_steps = max(1, int(resolve_number(self.cap_spec.data.get("max_steps", 30), knobs)))
         hint_draw = rng.random() < self.hint_fraction
-        scenario = bind_scenario(self.cap_spec, case, db, knobs, rng, self._seed)
-        backend = open_backend(self.cap_spec.domain, db, self.backend_kind, self._domain_tools.validate)
+        scenario = bind_scenario(self.cap_spec, case, db, knobs, rng, self._seed, other_cases="case" not in options)
+        backend = self._domain.backend(db)
         if self.verify_reference:
             self._dry_run(scenario, backend.fork())
         show_hint = bool(options["hint"]) if "hint" in options else hint_draw
@@ -174,7 +174,7 @@ class CapabilityEnv(ToolEnv):
             kw["fallback"] = list(u["fallback"])
         return ScriptedUser(**kw)
 
-    def _dry_run(self, scenario: Scenario, backend: Any) -> None:
+    def _dry_run(self, scenario: Scenario, backend: DomainBackend) -> None:
         for step in scenario.reference:
             if "call" not in step:
                 continue
@@ -201,9 +201,10 @@ class CapabilityEnv(ToolEnv):
     def _respond(self, message: dict[str, Any]) -> list[dict[str, Any]]:
         text = message.get("content") or ""
         self._log.events.append({"kind": "agent", "text": text})
-        reply, done = self._user.reply(text, self.transcript())
+        turn = self._user.respond(self.transcript())
+        reply = turn.content or ""
         self._log.events.append({"kind": "user", "text": reply})
-        if done:
+        if turn.end:
             self.end("user_stop")
         return [{"role": "user", "content": reply}]
 
@@ -255,3 +256,24 @@ class CapabilityEnv(ToolEnv):
             if "call" in s and kinds.get(s["call"]) == "write":
                 return i
         return None
+
+    # ------------------------------------------------------------------ tasks
+    def _scenario_generator(self, options: dict[str, Any]) -> Any:
+        """What the scenario is drawn from: the reset seed's generator, or that of ``options["scenario_seed"]``."""
+        if options.get("scenario_seed") is None:
+            return self.np_random
+        from gymnasium.utils import seeding
+
+        from .tasks import scenario_seed
+
+        return seeding.np_random(scenario_seed(options["scenario_seed"]))[0]
+
+    @property
+    def task_source(self):
+        """Scenario seeds as tasks, the reference solution as gold, cases as groups (:mod:`.tasks`)."""
+        from .tasks import CapabilityTasks
+
+        writes = frozenset(n for n, k in self._domain_tools.kinds.items() if k == "write")
+        spec, knobs, verify = self.cap_spec, dict(self.knob_values), self.verify_reference
+        return CapabilityTasks(spec.env_id, spec.domain, writes,
+                               lambda: CapabilityEnv(spec, difficulty=knobs, verify_reference=verify))

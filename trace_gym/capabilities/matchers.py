@@ -2,9 +2,12 @@
 
 A matcher is a plain value (equality) or a mapping of operators, all of which must hold:
 ``eq ne in not_in gt ge lt le startswith endswith contains icontains len exists all any
-set_eq approx``.  ``all``/``any`` take a ``where`` mapping applied to each list element;
+set_eq approx phone_eq time_near similar_to not``.  ``all``/``any`` take a ``where`` mapping applied to each list element;
 ``len`` takes a matcher for the length; ``set_eq`` compares lists as multisets;
-``approx`` compares numbers to within 0.01.
+``approx`` compares numbers to within 0.01; ``phone_eq`` compares phone numbers in E.164,
+``time_near`` timestamps (numbers or ISO 8601) to within a minute and ``similar_to`` texts by
+ROUGE-L F (at least 0.5), after canonicalising both sides (:mod:`.canonical`); ``not`` holds
+when its matcher does not (the field must be present).
 """
 
 from __future__ import annotations
@@ -18,7 +21,26 @@ from .templating import TemplateError, lookup, path_getter
 __all__ = ["OPERATORS", "matches", "where_matches", "where_getters", "where_holds", "matcher_problem"]
 
 OPERATORS = ("eq", "ne", "in", "not_in", "gt", "ge", "lt", "le", "startswith", "endswith", "contains", "icontains",
-             "len", "exists", "all", "any", "set_eq", "approx")
+             "len", "exists", "all", "any", "set_eq", "approx", "phone_eq", "time_near", "similar_to", "not")
+# Canonicalising operators (see :mod:`.canonical`): phone numbers equal in E.164, timestamps
+# (numbers or ISO 8601) within TIME_TOLERANCE_S, texts with ROUGE-L F of at least SIMILAR_MIN.
+_CANONICAL: dict[str, Callable[[Any, Any], bool]] = {}
+
+
+def _canonical(op: str, value: Any, arg: Any) -> bool:
+    if not _CANONICAL:
+        from .canonical import SIMILAR_MIN, TIME_TOLERANCE_S, canonical_phone, text_similarity, timestamp_of
+
+        def near(v: Any, a: Any) -> bool:
+            tv, ta = timestamp_of(v), timestamp_of(a)
+            return tv is not None and ta is not None and abs(tv - ta) <= TIME_TOLERANCE_S
+
+        _CANONICAL.update({
+            "phone_eq": lambda v, a: canonical_phone(v) is not None and canonical_phone(v) == canonical_phone(a),
+            "time_near": near,
+            "similar_to": lambda v, a: text_similarity(a, v) >= SIMILAR_MIN,
+        })
+    return _CANONICAL[op](value, arg)
 
 _MISSING = object()
 
@@ -96,6 +118,10 @@ def _matches(value: Any, matcher: Any) -> bool:
         if op == "set_eq" and not (isinstance(value, list) and isinstance(arg, list)
                                    and Counter(map(_hashable, value)) == Counter(map(_hashable, arg))):
             return False
+        if op in ("phone_eq", "time_near", "similar_to") and not _canonical(op, value, arg):
+            return False
+        if op == "not" and matches(value, arg):
+            return False
         if op == "approx":
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 try:
@@ -162,11 +188,21 @@ def where_holds(record: Any, getters: list[WhereCheck], matchers: list[Any]) -> 
 _ARG_TYPES: dict[str, tuple[type, ...]] = {
     "in": (list,), "not_in": (list,), "startswith": (str,), "endswith": (str,), "icontains": (str,), "all": (dict,),
     "any": (dict,), "set_eq": (list,), "exists": (bool,), "approx": (int, float),
+    "phone_eq": (str,), "time_near": (int, float, str), "similar_to": (str,),
 }
 
 
 def matcher_problem(matcher: Any) -> str | None:
-    """What is wrong with a matcher's literal operator arguments (placeholders are not checked), or None."""
+    """What is wrong with a matcher as written in a spec (placeholders are not checked), or None.
+
+    A mapping written as a matcher must be a mapping of operators: an unknown key is almost
+    always a misspelt operator, which would otherwise silently compare for equality and
+    never match.  Equality with a mapping is written ``{eq: {...}}``.
+    """
+    if isinstance(matcher, dict) and matcher and not _is_operator_map(matcher):
+        unknown = sorted(str(k) for k in matcher if k not in OPERATORS)
+        return (f"unknown operator{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; expected one of "
+                f"{', '.join(OPERATORS)} (to compare with a mapping, write {{eq: {{...}}}})")
     if not _is_operator_map(matcher):
         return None
     for op, arg in matcher.items():
@@ -180,7 +216,7 @@ def matcher_problem(matcher: Any) -> str | None:
                 problem = matcher_problem(sub)
                 if problem:
                     return problem
-        if op == "len":
+        if op in ("len", "not"):
             problem = matcher_problem(arg)
             if problem:
                 return problem

@@ -12,7 +12,8 @@ Each rendered reward entry of a case becomes one component in [0, 1]:
 ``no_collateral``   nothing changed outside the ``allow``-ed subtrees
 ``refusal``         nothing changed and the agent said a refusal phrase
 ``communicated``    the agent's messages contain ``any_of`` one phrase / ``all_of`` (fraction)
-``ordering``        the first ``first`` event precedes the first ``then`` event
+``ordering``        the first ``first`` event precedes the first ``then`` event (a call event
+                    counts successful calls; with ``attempted``, failed ones too)
 
 reward = (product of gate components) × (weighted mean of the other components).
 """
@@ -33,7 +34,7 @@ REFUSAL_PHRASES = [
     "don't allow", "does not allow", "doesn't allow", "not permitted", "sorry",
 ]
 
-_NUM_COMMA = re.compile(r"(?<=\d),(?=\d{3})")
+_NUM_COMMA = re.compile(r",(?<=\d,)(?=\d{3})")  # a thousands separator; starts with the comma, so the scan is fast
 
 
 def normalize_text(text: str) -> str:
@@ -49,12 +50,18 @@ class EpisodeLog:
     events: list[dict[str, Any]] = field(default_factory=list)
     initial_db: dict[str, Any] = field(default_factory=dict)
     final_db: dict[str, Any] = field(default_factory=dict)
+    # ((events list, its length) it was built from, normalised agent text): built once, not once per check
+    _agent_text: tuple[tuple[int, int], str] | None = field(default=None, repr=False, compare=False)
 
     def calls(self, tool: str, include_errors: bool = False) -> list[dict[str, Any]]:
         return [e for e in self.events if e["kind"] == "call" and e["name"] == tool and (include_errors or not e["error"])]
 
     def agent_text(self) -> str:
-        return normalize_text("\n".join(e["text"] for e in self.events if e["kind"] == "agent"))
+        key = (id(self.events), len(self.events))  # events are only appended
+        if self._agent_text is None or self._agent_text[0] != key:
+            text = normalize_text("\n".join(e["text"] for e in self.events if e["kind"] == "agent"))
+            self._agent_text = (key, text)
+        return self._agent_text[1]
 
 
 def _args_ok(args: dict[str, Any], matchers: dict[str, Any]) -> list[bool]:
@@ -65,15 +72,19 @@ def _args_ok(args: dict[str, Any], matchers: dict[str, Any]) -> list[bool]:
 
 
 def _first_index(log: EpisodeLog, ev: dict[str, Any]) -> int | None:
+    kind = "agent" if "agent_says_any" in ev else "user"
+    phrases: list[str] | None = None  # normalised once, like each event's text
     for i, e in enumerate(log.events):
         if "call" in ev:
-            if e["kind"] == "call" and not e["error"] and e["name"] == ev["call"] and all(_args_ok(e["args"], ev.get("args", {}))):
+            if (e["kind"] == "call" and (not e["error"] or ev.get("attempted")) and e["name"] == ev["call"]
+                    and all(_args_ok(e["args"], ev.get("args", {})))):
                 return i
-        elif "agent_says_any" in ev:
-            if e["kind"] == "agent" and any(normalize_text(p) in normalize_text(e["text"]) for p in ev["agent_says_any"]):
+        elif e["kind"] == kind:
+            if phrases is None:
+                phrases = [normalize_text(p) for p in ev[f"{kind}_says_any"]]
+            text = normalize_text(e["text"])
+            if any(p in text for p in phrases):
                 return i
-        elif e["kind"] == "user" and any(normalize_text(p) in normalize_text(e["text"]) for p in ev["user_says_any"]):
-            return i
     return None
 
 
@@ -118,7 +129,8 @@ def _component(r: dict[str, Any], log: EpisodeLog) -> float:
         return 0.0 if any(not any(c[: len(a)] == a for a in allow) for c in changed) else 1.0
     if kind == "refusal":
         phrases = r.get("phrases", REFUSAL_PHRASES)
-        said = any(normalize_text(p) in log.agent_text() for p in phrases)
+        text = log.agent_text()
+        said = any(normalize_text(p) in text for p in phrases)
         return 1.0 if said and log.initial_db == log.final_db else 0.0
     if kind == "communicated":
         text = log.agent_text()

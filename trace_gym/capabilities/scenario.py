@@ -7,9 +7,18 @@ one (at random from the seeded generator, or the first/min/max).  Then the case'
 ``distractors`` add near-miss copies of bound records (fresh ids, some fields changed)
 to the database, so that matching on the wrong detail picks the wrong record.  Everything else in
 the case — the opening message, the user's lines, the hint, the reference solution,
-the reward checks and the probes — is then rendered from the bound slots.  A slot with
-no candidate means the case has no reference solution for this seed:
-:class:`UnsolvableScenarioError` names the seed, the case and the slot.
+the reward checks and the probes — is then rendered from the bound slots.
+
+A random pick that leaves a later slot without a candidate (a user with no delivered
+order holding a coloured item, say) is not final: binding backs up and tries the slot's
+other candidates, in a seeded order, before giving up; ``first``/``min``/``max`` picks
+mean that record and are never replaced.  The first try consumes the generator exactly
+as a plain left-to-right binding does, so a seed that binds without backing up gives the
+same scenario either way.  When no combination binds (within :data:`MAX_BINDING_TRIES`
+tries) the case has no reference solution on this seed's database; a drawn case then
+gives way to the spec's other cases (``other_cases``), and only when none binds is the
+seed unsolvable: :class:`UnsolvableScenarioError` names the seed, the case and the first
+slot that failed.
 
 A case's templates and ``where`` paths are parsed on its first use and kept with its spec
 (a spec is not changed once environments use it), so a reset only fills them in.
@@ -19,6 +28,7 @@ from __future__ import annotations
 
 import random
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +37,9 @@ from .spec import CapabilitySpec, resolve_number
 from .synthdb.clone import clone_record
 from .templating import TemplateError, compile_template, lookup, path_getter
 
-__all__ = ["Scenario", "UnsolvableScenarioError", "choose_case", "bind_scenario"]
+__all__ = ["Scenario", "UnsolvableScenarioError", "choose_case", "bind_scenario", "MAX_BINDING_TRIES"]
+
+MAX_BINDING_TRIES = 256  # slot candidates tried after the first choice before a case is unsolvable
 
 NOW = {"date": "2024-05-15", "datetime": "2024-05-15T15:00:00", "day_ago": "2024-05-14T15:00:00"}
 
@@ -143,37 +155,107 @@ def _compiled(spec: CapabilitySpec, case: dict[str, Any]) -> _CompiledCase:
     return cc
 
 
-def bind_scenario(spec: CapabilitySpec, case: dict[str, Any], db: dict[str, Any], knobs: dict[str, float],
-                  rng: random.Random, seed: int | None) -> Scenario:
-    """Bind the case's slots against ``db`` and render everything that depends on them."""
+class _Search:
+    __slots__ = ("tries", "error")
+
+    def __init__(self, tries: int):
+        self.tries = tries
+        self.error: Exception | None = None
+
+
+def _found(s: _Slot, db: dict[str, Any], ctx: dict[str, Any], where_txt: str) -> list[Any]:
+    """The slot's candidates given the slots bound so far (raises when there is none)."""
+    where = s.fill_where(ctx)
+    others = [ctx[d] for d in s.distinct]
+    pool = s.candidates(db, ctx)
+    if s.getters is not None:
+        matchers = list(where.values())
+        getters = s.getters
+        found = [c for c in pool if where_holds(c, getters, matchers) and all(c is not o and c != o for o in others)]
+    else:
+        found = [c for c in pool if where_matches(c, where) and all(c is not o and c != o for o in others)]
+    if not found:
+        raise UnsolvableScenarioError(
+            f"{where_txt}: slot {s.name!r} has no candidate in {s.frm!r} matching {where}"
+            + (f" and distinct from {s.distinct}" if others else "") + "; the task would have no reference solution"
+        )
+    return found
+
+
+def _choices(s: _Slot, found: list[Any], rng: random.Random) -> Iterator[Any]:
+    """The slot's pick, then (for a random pick, only when asked for) the other candidates in a seeded order."""
+    pick = s.pick
+    if pick == "first":
+        yield found[0]
+    elif pick in ("min", "max"):
+        keys = [s.key(c) for c in found]
+        best = min(keys) if pick == "min" else max(keys)
+        yield found[keys.index(best)]
+    else:
+        i = int(rng.random() * len(found))
+        yield found[i]
+        rest = found[:i] + found[i + 1:]
+        yield from rng.sample(rest, len(rest))
+
+
+def _bind(slots: list[_Slot], k: int, db: dict[str, Any], ctx: dict[str, Any], rng: random.Random, search: _Search,
+          where_txt: str) -> bool:
+    if k == len(slots):
+        return True
+    s = slots[k]
+    try:
+        found = _found(s, db, ctx, where_txt)
+    except (UnsolvableScenarioError, TemplateError) as exc:
+        if search.error is None:
+            search.error = exc
+        return False
+    for choice in _choices(s, found, rng):
+        ctx[s.name] = choice
+        if _bind(slots, k + 1, db, ctx, rng, search, where_txt):
+            return True
+        search.tries -= 1
+        if search.tries < 0:
+            break
+    del ctx[s.name]
+    return False
+
+
+def _bind_case(spec: CapabilitySpec, case: dict[str, Any], db: dict[str, Any], knobs: dict[str, float],
+               rng: random.Random, where_txt: str) -> tuple[_CompiledCase, dict[str, Any]]:
+    """The case's compiled form and its slots bound (raises :class:`UnsolvableScenarioError` or TemplateError)."""
+    cc = _compiled(spec, case)
     ctx: dict[str, Any] = {"knobs": dict(knobs), "now": NOW}
+    search = _Search(MAX_BINDING_TRIES)
+    if not _bind(cc.slots, 0, db, ctx, rng, search, where_txt):
+        raise search.error or UnsolvableScenarioError(f"{where_txt}: no combination of slot values binds")
+    return cc, ctx
+
+
+def bind_scenario(spec: CapabilitySpec, case: dict[str, Any], db: dict[str, Any], knobs: dict[str, float],
+                  rng: random.Random, seed: int | None, *, other_cases: bool = False) -> Scenario:
+    """Bind the case's slots against ``db`` and render everything that depends on them.
+
+    With ``other_cases`` (the case was drawn, not asked for), a case whose slots cannot be
+    bound on this database gives way to the spec's other cases of positive weight, in a
+    seeded order; the error names the drawn case when none binds.
+    """
     where_txt = f"{spec.env_id} (spec {spec.source}): seed {seed}: case {case['name']!r}"
     try:
-        cc = _compiled(spec, case)
-        for s in cc.slots:
-            where = s.fill_where(ctx)
-            others = [ctx[d] for d in s.distinct]
-            pool = s.candidates(db, ctx)
-            if s.getters is not None:
-                matchers = list(where.values())
-                getters = s.getters
-                found = [c for c in pool if where_holds(c, getters, matchers) and all(c is not o and c != o for o in others)]
+        try:
+            cc, ctx = _bind_case(spec, case, db, knobs, rng, where_txt)
+        except (UnsolvableScenarioError, TemplateError) as first:
+            if not other_cases:
+                raise
+            others = [c for c in spec.cases if c is not case and resolve_number(c.get("weight", 1.0), knobs) > 0]
+            for other in rng.sample(others, len(others)):
+                try:
+                    cc, ctx = _bind_case(spec, other, db, knobs, rng, f"{spec.env_id}: seed {seed}: case {other['name']!r}")
+                except (UnsolvableScenarioError, TemplateError):
+                    continue
+                case = other
+                break
             else:
-                found = [c for c in pool if where_matches(c, where) and all(c is not o and c != o for o in others)]
-            if not found:
-                raise UnsolvableScenarioError(
-                    f"{where_txt}: slot {s.name!r} has no candidate in {s.frm!r} matching {where}"
-                    + (f" and distinct from {s.distinct}" if others else "") + "; the task would have no reference solution"
-                )
-            pick = s.pick
-            if pick == "first":
-                ctx[s.name] = found[0]
-            elif pick in ("min", "max"):
-                keys = [s.key(c) for c in found]
-                best = min(keys) if pick == "min" else max(keys)
-                ctx[s.name] = found[keys.index(best)]
-            else:
-                ctx[s.name] = found[int(rng.random() * len(found))]
+                raise first from None
         for d, fill_set in cc.distractors:
             count = int(resolve_number(d.get("count", 1), knobs))
             changes = fill_set(ctx)

@@ -2,24 +2,30 @@
 
 A spec is YAML or JSON.  :func:`load_spec` rejects a bad spec with a :class:`SpecError`
 whose message names the file, the place inside it (``cases[1].rewards[0].tool``) and
-what was expected.  Beyond the schema it checks what a schema cannot: tool names exist
-in the domain and are exposed, knobs referenced are declared, placeholders name declared
-slots, filters exist, and each reward kind carries only its own keys.
+what was expected.  Reading is bounded (size, encoding, nesting, aliases, duplicate keys:
+see :mod:`trace_gym.capabilities.specfile`).  Beyond the schema it checks what a schema
+cannot: every number is finite, tool names exist in the domain and are exposed, knobs
+referenced are declared, placeholders name declared slots, filters exist, every matcher
+operator is known and well-formed, and each reward kind carries only its own keys.
+
+:func:`load_spec` and :func:`parse_spec` raise :class:`SpecError` (a ``ValueError``) and
+nothing else for a bad spec, whatever the file holds.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
+from .domains import get_domain
 from .matchers import matcher_problem
-from .synthdb.clone import CLONABLE
+from .specfile import SpecError, check_shape, read_spec_document
 from .templating import FILTERS, placeholders
 
 __all__ = ["SpecError", "CapabilitySpec", "load_spec", "parse_spec", "SCHEMA_PATH", "schema", "READ_TOOLS", "WRITE_TOOLS"]
@@ -46,7 +52,7 @@ GENERIC_TOOLS = {"calculate", "transfer_to_human_agents"}
 
 def domain_tools(domain: str) -> set[str]:
     """Every agent tool of the domain (as listed in the benchmark's tools.json)."""
-    return READ_TOOLS[domain] | WRITE_TOOLS[domain] | GENERIC_TOOLS
+    return set(get_domain(domain).tool_names())
 
 
 _REWARD_KEYS = {
@@ -60,14 +66,6 @@ _REWARD_KEYS = {
     "ordering": {"first", "then", "if_missing"},
 }
 _COMMON_REWARD_KEYS = {"type", "name", "weight", "gate"}
-
-
-class SpecError(ValueError):
-    """An invalid capability spec: ``file``, ``where`` (a path inside it) and ``expected``."""
-
-    def __init__(self, file: str, where: str, problem: str):
-        self.file, self.where, self.problem = file, where, problem
-        super().__init__(f"{file}: at {where or '(top level)'}: {problem}")
 
 
 @lru_cache(maxsize=1)
@@ -151,26 +149,12 @@ def resolve_number(value: Any, knobs: dict[str, float]) -> float:
     return float(value)
 
 
-def _load_document(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
-    try:
-        if path.suffix == ".json":
-            return json.loads(text)
-        return yaml.safe_load(text)
-    except json.JSONDecodeError as exc:
-        raise SpecError(str(path), f"line {exc.lineno} column {exc.colno}", f"valid JSON ({exc.msg})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        raise SpecError(str(path), where, f"valid YAML ({getattr(exc, 'problem', None) or exc})") from None
-
-
 def load_spec(path: str | Path) -> CapabilitySpec:
     """Read, validate and check one spec file."""
     p = Path(path)
     if not p.is_file():
         raise SpecError(str(p), "", "an existing .yaml, .yml or .json file")
-    spec = parse_spec(_load_document(p), str(p))
+    spec = parse_spec(read_spec_document(p), str(p))
     if p.stem != spec.id and not p.stem.startswith(spec.id + "."):
         raise SpecError(str(p), "id", f"the file name without extension ({p.stem!r}, or {p.stem!r} starting with the id and a dot), got {spec.id!r}")
     return spec
@@ -180,12 +164,14 @@ def parse_spec(doc: Any, source: str = "<spec>") -> CapabilitySpec:
     """Validate an already-parsed document (schema, then the semantic checks)."""
     if not isinstance(doc, dict):
         raise SpecError(source, "", f"a mapping at the top level, got {type(doc).__name__}")
+    check_shape(doc, source)
     try:
         json.dumps(doc)
     except ValueError:
         raise SpecError(source, "", "a tree of plain values (a YAML anchor may not contain itself)") from None
     except TypeError as exc:
         raise SpecError(source, "", f"plain JSON-compatible values only ({exc})") from None
+    _check_values(doc, source)
     errors = sorted(_validator().iter_errors(doc), key=lambda e: (len(list(e.absolute_path)), list(map(str, e.absolute_path))))
     if errors:
         err = jsonschema.exceptions.best_match(errors)
@@ -194,6 +180,22 @@ def parse_spec(doc: Any, source: str = "<spec>") -> CapabilitySpec:
         raise SpecError(source, _where(err.absolute_path), msg)
     _check(doc, source)
     return CapabilitySpec(doc, source, list(doc["tools"]))
+
+
+def _check_values(doc: Any, src: str) -> None:
+    """Every number finite and every mapping key a string (the tree is bounded by :func:`check_shape`)."""
+    stack: list[tuple[Any, str]] = [(doc, "")]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            raise SpecError(src, where, f"a finite number, got {node}")
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if not isinstance(k, str):
+                    raise SpecError(src, f"{where}.{k}" if where else str(k), f"a text key, got {type(k).__name__} {k!r}")
+                stack.append((v, f"{where}.{k}" if where else k))
+        elif isinstance(node, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(node))
 
 
 def _check(doc: dict[str, Any], src: str) -> None:
@@ -215,7 +217,8 @@ def _check(doc: dict[str, Any], src: str) -> None:
         if fewest < longest:
             raise SpecError(src, "max_steps", f"a step limit (at its lowest setting) of at least the longest reference solution "
                                               f"({longest} steps), got {fewest}")
-    tables = TABLES[domain]
+    dom = get_domain(domain)  # the domain answers for its tables, write tools and clonable tables
+    tables = dom.tables()
     names = [c["name"] for c in doc["cases"]]
     for i, c in enumerate(doc["cases"]):
         base = f"cases[{i}]"
@@ -242,8 +245,8 @@ def _check(doc: dict[str, Any], src: str) -> None:
         for j, d in enumerate(c.get("distractors", [])):
             if d["like"] not in slots:
                 raise SpecError(src, f"{base}.distractors[{j}].like", f"a declared slot {slots}, got {d['like']!r}")
-            if d["table"] not in CLONABLE[domain]:
-                raise SpecError(src, f"{base}.distractors[{j}].table", f"one of {list(CLONABLE[domain])} for the {domain} domain, got {d['table']!r}")
+            if d["table"] not in dom.clonable():
+                raise SpecError(src, f"{base}.distractors[{j}].table", f"one of {list(dom.clonable())} for the {domain} domain, got {d['table']!r}")
             _check_placeholders(d.get("set", {}), slots + ["knobs", "now"], src, f"{base}.distractors[{j}].set")
         for key in ("opening", "user", "hint", "reference", "unauthorized"):
             if key in c:
@@ -252,7 +255,7 @@ def _check(doc: dict[str, Any], src: str) -> None:
             if "call" in step and step["call"] not in exposed:
                 raise SpecError(src, f"{base}.reference[{j}].call", f"one of the exposed tools {sorted(exposed)}, got {step['call']!r}")
         for j, step in enumerate(c.get("unauthorized", [])):
-            if step["call"] not in WRITE_TOOLS[domain] or step["call"] not in exposed:
+            if step["call"] not in dom.write_tools() or step["call"] not in exposed:
                 raise SpecError(src, f"{base}.unauthorized[{j}].call", f"an exposed write tool, got {step['call']!r}")
         rnames: list[str] = []
         for j, r in enumerate(c["rewards"]):
@@ -267,8 +270,8 @@ def _check(doc: dict[str, Any], src: str) -> None:
                 ev = r.get(ev_key)
                 if ev is not None:
                     kinds = [k for k in ("call", "agent_says_any", "user_says_any") if k in ev]
-                    if len(kinds) != 1 or ("args" in ev and "call" not in ev):
-                        raise SpecError(src, f"{where}.{ev_key}", "exactly one of call (with optional args), agent_says_any, user_says_any")
+                    if len(kinds) != 1 or (("args" in ev or "attempted" in ev) and "call" not in ev):
+                        raise SpecError(src, f"{where}.{ev_key}", "exactly one of call (with optional args and attempted), agent_says_any, user_says_any")
                     if "call" in ev and ev["call"] not in exposed:
                         raise SpecError(src, f"{where}.{ev_key}.call", f"one of the exposed tools {sorted(exposed)}, got {ev['call']!r}")
             matchers = [("match", r["match"])] if "match" in r else []
@@ -286,6 +289,7 @@ def _check(doc: dict[str, Any], src: str) -> None:
             _check_placeholders(r, roots, src, where)
         if not any(not r.get("gate") for r in c["rewards"]):
             raise SpecError(src, f"{base}.rewards", "at least one component that is not a gate (partial credit comes from those)")
+    dom.check_spec(doc, src)  # what only the domain can check (sizes, fields, slots that can be filled)
 
 
 def _check_knob_refs(node: Any, knobs: dict[str, Any], src: str, where: str) -> None:

@@ -1,22 +1,33 @@
-"""The user side of a capability episode: a scripted user, or a simulator policy.
+"""The user side of a capability episode: a scripted user, or a simulator model.
+
+Both implement the core seam :class:`~trace_gym.core.users.UserSimulator`; ``respond``
+gets the conversation so far (OpenAI chat dicts, the agent's message last) and returns a
+:class:`~trace_gym.core.users.UserTurn` whose ``end`` closes the episode.
 
 The scripted user answers each agent message with the first rule whose phrases occur in
 it (case-insensitive), else the next fallback line; it ends the conversation on a rule
-marked ``end`` or once it has replied ``max_turns`` times.
+marked ``end`` or once it has replied ``max_turns`` times.  The simulated user is a chat
+model (a :class:`~trace_gym.llm.ChatClient`, or any policy with ``act(messages, tools)``)
+that plays the scenario's instructions; when its model fails, the conversation ends with
+a turn that says so (this family's documented fallback).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-__all__ = ["ScriptedUser", "SimulatedUser", "UserSide"]
+from ..core.users import STOP, UserError, UserTurn, ask_model, flip_roles
+
+__all__ = ["ScriptedUser", "SimulatedUser"]
 
 DEFAULT_FALLBACK = ["Could you please help me with my request?"]
 
 
-class UserSide(Protocol):
-    def reply(self, agent_text: str, history: list[dict[str, Any]]) -> tuple[str, bool]: ...
+def _agent_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    last = messages[-1] if messages else {}
+    return (last.get("content") or "") if last.get("role") == "assistant" else ""
 
 
 @dataclass
@@ -28,6 +39,10 @@ class ScriptedUser:
     _fired: set[int] = field(default_factory=set)
     _fallback_i: int = 0
 
+    def reset(self, context: Any = None) -> None:
+        self.turns, self._fallback_i = 0, 0
+        self._fired = set()
+
     def _matches(self, rule: dict[str, Any], text: str) -> bool:
         if "when_any" in rule and not any(p.lower() in text for p in rule["when_any"]):
             return False
@@ -35,42 +50,43 @@ class ScriptedUser:
             return False
         return True
 
-    def reply(self, agent_text: str, history: list[dict[str, Any]]) -> tuple[str, bool]:
-        text = agent_text.lower()
+    def respond(self, messages: Sequence[Mapping[str, Any]]) -> UserTurn:
+        text = _agent_text(messages).lower()
         self.turns += 1
         for i, rule in enumerate(self.rules):
             if rule.get("once") and i in self._fired:
                 continue
             if self._matches(rule, text):
                 self._fired.add(i)
-                return rule["say"], bool(rule.get("end")) or self.turns >= self.max_turns
+                return UserTurn(rule["say"], end=bool(rule.get("end")) or self.turns >= self.max_turns)
         line = self.fallback[min(self._fallback_i, len(self.fallback) - 1)]
         self._fallback_i += 1
-        return line, self.turns >= self.max_turns
+        return UserTurn(line, end=self.turns >= self.max_turns)
 
 
 @dataclass
 class SimulatedUser:
-    """A user played by any object with ``act(messages, tools) -> str`` (e.g. an LLM policy)."""
+    """A user played by a chat model, or by any object with ``act(messages, tools) -> str`` (e.g. an LLM policy)."""
 
     policy: Any
     instructions: str
-    stop_token: str = "###STOP###"
+    stop_token: str = STOP
     max_turns: int = 8
     turns: int = 0
 
-    def reply(self, agent_text: str, history: list[dict[str, Any]]) -> tuple[str, bool]:
+    def reset(self, context: Any = None) -> None:
+        self.turns = 0
+
+    def respond(self, messages: Sequence[Mapping[str, Any]]) -> UserTurn:
+        from ..llm.local import PolicyChatClient
+
         self.turns += 1
-        msgs: list[dict[str, Any]] = [{"role": "system", "content": self.instructions + f"\nWhen your request is settled, reply with {self.stop_token}."}]
-        for m in history:  # the simulator sees the conversation from the user's side
-            if m["role"] == "user" and m.get("name") is None:
-                msgs.append({"role": "assistant", "content": m.get("content") or ""})
-            elif m["role"] == "assistant" and not m.get("tool_calls"):
-                msgs.append({"role": "user", "content": m.get("content") or ""})
+        system = {"role": "system",
+                  "content": self.instructions + f"\nWhen your request is settled, reply with {self.stop_token}."}
+        client = self.policy if hasattr(self.policy, "chat") else PolicyChatClient(self.policy)
         try:
-            out = str(self.policy.act(msgs, []))
-        except Exception as exc:  # a failing simulator ends the episode cleanly
-            return f"(user simulator failed: {type(exc).__name__})", True
+            out = ask_model(client, [system, *flip_roles(messages)]).text
+        except UserError as exc:  # a failing simulator ends the episode cleanly
+            return UserTurn(f"(user simulator failed: {type(exc.__cause__).__name__})", end=True)
         done = self.stop_token in out or self.turns >= self.max_turns
-        text = out.replace(self.stop_token, "").strip() or "Thanks, that's all."
-        return text, done
+        return UserTurn(out.replace(self.stop_token, "").strip() or "Thanks, that's all.", end=done)

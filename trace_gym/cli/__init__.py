@@ -1,13 +1,21 @@
 """``trace-gym`` command line.  Each sub-command lives in its own module with
-``register(subparsers)``; add the module name to ``COMMANDS`` to expose it."""
+``register(subparsers)``; add the module name to ``COMMANDS`` to expose it.
+
+One error path: a command signals a user error by raising :class:`UsageError` (exit 2: the
+command line is wrong) or :class:`CommandError` (exit 1: the run failed); :func:`main` turns
+those, argparse errors and any other exception into one ``error: ...`` line on stderr.
+``--debug`` (anywhere on the command line, or ``TRACE_GYM_DEBUG=1``) shows the traceback instead.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+from typing import NoReturn
 
-__all__ = ["main", "COMMANDS"]
+__all__ = ["main", "COMMANDS", "CommandError", "UsageError"]
 
 COMMANDS = [
     "trace_gym.cli.envs",
@@ -21,15 +29,39 @@ COMMANDS = [
     "trace_gym.cli.eval",
     "trace_gym.cli.demo",
     "trace_gym.cli.compare",
+    "trace_gym.cli.data",
 ]
+
+
+class CommandError(Exception):
+    """A user-facing failure: ``main`` prints ``error: <message>`` and exits with ``code`` (1)."""
+
+    def __init__(self, message: str, code: int = 1):
+        super().__init__(message)
+        self.code = code
+
+
+class UsageError(CommandError):
+    """The command line is wrong (a bad value, an unknown id or key): exit code 2."""
+
+    def __init__(self, message: str):
+        super().__init__(message, code=2)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (``error: ... (see trace-gym CMD --help)``), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     from trace_gym import __version__
 
-    parser = argparse.ArgumentParser(prog="trace-gym", description="Capability-targeted training environments for LLM agents.")
+    parser = _Parser(prog="trace-gym", description="Capability-targeted training environments for LLM agents.")
     parser.add_argument("--version", action="version", version=f"trace-gym {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--debug", action="store_true", help="show the Python traceback of an error (anywhere on the line)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         try:
             mod = importlib.import_module(name)
@@ -41,17 +73,77 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
+def _flatten(text: str) -> str:
+    """A possibly multi-line message as one line (``a:\n  b\n  c`` becomes ``a: b; c``)."""
+    out = ""
+    for ln in (ln.strip() for ln in text.splitlines()):
+        if ln:
+            out += ln if not out else (" " if out.endswith(":") else "; ") + ln
+    return out
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, KeyError) and len(exc.args) == 1 and isinstance(exc.args[0], str):
+        out = _flatten(exc.args[0])
+    else:
+        out = _flatten(str(exc))
+    if not isinstance(exc, CommandError):
+        name = type(exc).__name__
+        out = f"{name}: {out}" if out else name
+    return out or "failed"
+
+
+def _usage_exception(exc: BaseException) -> bool:
+    """Errors that mean the command line named something that does not exist or cannot work."""
+    if isinstance(exc, UsageError):
+        return True
     try:
+        import gymnasium as gym
+
+        if isinstance(exc, gym.error.Error):  # unknown env ids, bad make arguments
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    for modname, clsname in (("trace_gym.core.tasks", "TaskError"), ("trace_gym.train.config", "ConfigError")):
+        mod = sys.modules.get(modname)
+        cls = getattr(mod, clsname, None) if mod is not None else None
+        if cls is not None and isinstance(exc, cls):
+            return True
+    return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("TRACE_GYM_DEBUG", "") not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help(sys.stderr)
+            return 2
         rc = args.func(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into a command that stopped reading (`| head`)
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (no flush error at exit)
+        except OSError:
+            pass
+        return 1
+    except SystemExit as exc:  # argparse's --help/--version, or a command's sys.exit
+        if exc.code is None or isinstance(exc.code, int):
+            return int(exc.code or 0)
+        print(f"error: {_flatten(str(exc.code))}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        if debug:
+            raise
+        code = exc.code if isinstance(exc, CommandError) else (2 if _usage_exception(exc) else 1)
+        hint = "" if isinstance(exc, CommandError) else " (run with --debug for the traceback)"
+        print(f"error: {_one_line(exc)}{hint}", file=sys.stderr)
+        return code
     return int(rc or 0)
 
 

@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _client(args):
-    from trace_gym.llm_client import CassetteClient, OpenAIChatClient
+    from trace_gym.llm import CassetteClient, OpenAIChatClient
 
     inner = None
     if args.endpoint:
@@ -59,10 +59,13 @@ def _run(args: argparse.Namespace) -> int:
     runs = args.runs or (1 if args.labeler == "offline" else 10)
     k = args.k or max(1, round(0.8 * runs))
     thresholds = Thresholds(rho=args.rho, delta=args.delta, k=k, success=args.success)
+    from trace_gym.cli import UsageError
+
+    if not Path(args.trajectories).is_file():
+        raise UsageError(f"{args.trajectories}: no such trajectory file (write one with `trace-gym rollout`)")
     trajs = list(TrajectoryStore(args.trajectories).load())
     if not trajs:
-        console.print(f"[red]{args.trajectories}: no trajectories[/red]")
-        return 2
+        raise UsageError(f"{args.trajectories}: no trajectories")
     items = items_from_trajectories(trajs)
     out = Path(args.out)
     labeler = GoldLabeler() if args.labeler == "offline" else LLMLabeler(_client(args))

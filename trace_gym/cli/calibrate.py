@@ -59,12 +59,13 @@ def parse_knobs(items: list[str] | None) -> dict[str, float]:
 def _run(args: argparse.Namespace) -> int:
     import yaml
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from trace_gym.capabilities.calibrate import calibrate, make_policy, tune
+    from trace_gym.cli import CommandError, UsageError
     from trace_gym.io import atomic_write_text
+    from trace_gym.progress import reporting
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         seeds = _seeds(args.seeds)
         knobs = parse_knobs(args.difficulty)
@@ -72,33 +73,22 @@ def _run(args: argparse.Namespace) -> int:
         band = (float(lo), float(hi))
         policy = make_policy(args.policy, temperature=args.temperature, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)
     except (ValueError, TypeError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        return 2
+        raise UsageError(str(exc)) from None
     if args.samples < 1:
-        err.print("[red]error:[/red] --samples must be at least 1")
-        return 2
-    per_run = len(seeds) * args.samples
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, disable=args.no_progress, transient=True) as progress:
-        task = progress.add_task(f"calibrate {args.env_id}", total=per_run)
-
-        def tick() -> None:
-            progress.advance(task)
-
+        raise UsageError("--samples must be at least 1")
+    with reporting(err, enabled=not args.no_progress):  # calibrate() shows its progress line on stderr
         try:
             if args.tune:
                 def log(msg: str) -> None:
-                    progress.console.print(f"tune: {msg}")
-                    progress.reset(task)
+                    err.print(f"tune: {msg}", markup=False, highlight=False)
 
                 env_kwargs = {"difficulty": knobs} if knobs else None
                 best, res, trace = tune(args.env_id, policy, seeds, args.samples, band, max_rounds=args.max_rounds,
-                                        env_kwargs=env_kwargs, on_episode=tick, log=log)
+                                        env_kwargs=env_kwargs, log=log)
             else:
-                res = calibrate(args.env_id, policy, seeds, args.samples, difficulty=knobs or None, on_episode=tick)
+                res = calibrate(args.env_id, policy, seeds, args.samples, difficulty=knobs or None)
         except Exception as exc:  # a clear message instead of a traceback for bad ids, knobs, policies
-            err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}")
-            return 1
+            raise CommandError(f"{type(exc).__name__}: {exc}") from None
     report = res.summary()
     if args.tune:
         import gymnasium as gym

@@ -19,7 +19,11 @@ __all__ = ["register"]
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="TRACE vs GRPO and GEPA baselines at an equal rollout budget")
-    p.add_argument("--target", default=None, help="target env id (default trace/tau2-retail-v0), or 'auto' with --survey")
+    p.add_argument("--target", default=None,
+                   help="target env id (default trace/tau2-retail-v0; e.g. trace/toolsandbox-v0), or 'auto' with --survey")
+    p.add_argument("--success", type=float, default=None,
+                   help="reward that counts as success on the target (default: the env's own; e.g. 0.7 for ToolSandbox's "
+                        "milestone similarity, whose perfect count is reported beside it)")
     p.add_argument("--model", default=None, help="tiny | smollm2 | hf:NAME | a model folder | openai:URL#MODEL (no training)")
     p.add_argument("--budget", type=int, default=None, help="rollout budget B per method (default 64)")
     p.add_argument("--budgets", default=None, help="scaling mode: comma-separated budgets, e.g. 16,32,64")
@@ -61,8 +65,26 @@ def _kv(items: list[str] | None, flag: str) -> dict[str, Any]:
     return out
 
 
+# Keys --gen and --train accept (generation settings of the base policy; TrainConfig fields).
+GEN_KEYS = ("max_new_tokens", "greedy", "temperature", "top_k", "top_p", "batch_size")
+
+
+def _check_keys(flag: str, given: dict[str, Any]) -> None:
+    if flag == "--gen":
+        known: tuple[str, ...] = GEN_KEYS
+    elif flag == "--train":
+        from trace_gym.train.config import TrainConfig
+
+        known = tuple(TrainConfig.field_names())
+    else:
+        return
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise ValueError(f"{flag}: unknown key(s) {unknown}; known: {', '.join(known)}")
+
+
 def build_config(args: argparse.Namespace):
-    """The :class:`~trace_gym.compare.pipeline.CompareConfig` the flags describe."""
+    """The :class:`~trace_gym.compare.pipeline.CompareConfig` the flags describe (run by :mod:`trace_gym.pipeline`)."""
     import yaml
 
     from trace_gym.compare.pipeline import CompareConfig
@@ -76,7 +98,7 @@ def build_config(args: argparse.Namespace):
     simple = {"target": args.target, "model": args.model, "budget": args.budget, "trials": args.trials, "out": args.out,
               "n_train_tasks": args.n_train_tasks, "n_test_tasks": args.n_test_tasks, "seed": args.seed,
               "eval_seed": args.eval_seed, "survey_tasks": args.survey_tasks, "reflection": args.reflection,
-              "max_train_steps": args.max_train_steps, "batch_size": args.batch_size}
+              "max_train_steps": args.max_train_steps, "batch_size": args.batch_size, "success": args.success}
     data.update({k: v for k, v in simple.items() if v is not None})
     if args.methods:
         data["methods"] = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -85,6 +107,7 @@ def build_config(args: argparse.Namespace):
     for flag, attr, name in (("--env", "env", "env_kwargs"), ("--cap-env", "cap_env", "cap_env_kwargs"),
                              ("--gen", "gen", "gen"), ("--train", "train", "train")):
         extra = _kv(getattr(args, attr), flag)
+        _check_keys(flag, extra)
         if extra:
             base = dict(data.get(name) or getattr(CompareConfig(), name))
             base.update(extra)
@@ -97,7 +120,7 @@ def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     console = Console()
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     if args.redraw:
         from trace_gym.compare.report import redraw
 
@@ -116,20 +139,24 @@ def _run(args: argparse.Namespace) -> int:
         return 2
 
     from trace_gym.compare.pipeline import run_compare, run_scaling
-    from trace_gym.compare.report import rich_table
+    from trace_gym.compare.report import rich_scores_table, rich_table
+    from trace_gym.progress import reporting
 
     def log(msg: str) -> None:
         err.print(f"[dim]{msg}[/dim]")
 
     try:
+        with reporting(err):  # every stage that plays episodes or trains shows a progress line on stderr
+            doc = run_scaling(cfg, budgets, log=log) if budgets else run_compare(cfg, log=log)
         if budgets:
-            doc = run_scaling(cfg, budgets, log=log)
             for run in doc["runs"]:
                 console.print(rich_table({"target": doc["target"], "budget": run["budget"], "methods": run["methods"]}))
             console.print(f"wrote {Path(cfg.out) / 'scaling.json'}, scaling.md and scaling.png")
         else:
-            doc = run_compare(cfg, log=log)
             console.print(rich_table(doc))
+            per_group = rich_scores_table(doc)
+            if per_group is not None:
+                console.print(per_group)
             console.print(f"wrote {Path(cfg.out) / 'compare.json'}, compare.md and compare.png")
     except (ValueError, FileNotFoundError) as exc:
         err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}")

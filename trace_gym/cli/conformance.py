@@ -14,6 +14,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from trace_gym.cli import UsageError
+
+    missing = [f for f in args.files if not Path(f).is_file()]
+    if missing:
+        raise UsageError(f"no such corpus file(s): {', '.join(missing)}")
     if args.suite == "tau2":
         from trace_gym.tau2.conformance import run_conformance
     else:

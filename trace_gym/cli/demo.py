@@ -1,4 +1,4 @@
-"""``trace-gym demo``: the full TRACE loop offline (see :mod:`trace_gym.demo`)."""
+"""``trace-gym demo``: the full TRACE loop offline (:mod:`trace_gym.demo`, a front-end over :mod:`trace_gym.pipeline`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,11 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the whole TRACE loop offline on CPU (rollouts → analysis → envs → adapters → routing → eval)")
     p.add_argument("--out", default="runs/demo", help="output folder (default runs/demo); rerunning resumes")
-    p.add_argument("--domain", default="retail", choices=["retail"], help="τ²-bench target domain (default retail)")
+    p.add_argument("--target", default="tau2-retail", metavar="TARGET",
+                   help="tau2-retail (default: a flawed scripted agent supplies the successes and failures), "
+                        "toolsandbox (the model's own successes and failures drive the loop; not yet timed with "
+                        "SmolLM2 on a CPU) or a full env id")
+    p.add_argument("--domain", default="retail", choices=["retail"], help="τ²-bench domain of a τ² target (default retail)")
     p.add_argument("--fast", action="store_true", help="smaller sizes (about half the time)")
     p.add_argument("--model", default="smollm2", choices=["smollm2", "tiny"],
                    help="smollm2 (SmolLM2-135M-Instruct) or tiny (random weights, plumbing check in about a minute)")
@@ -21,6 +25,7 @@ def _run(args: argparse.Namespace) -> int:
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # offline loads are quick; the demo's own lines say more
     from rich.console import Console
 
     from trace_gym.datadirs import DataDirError
@@ -28,7 +33,12 @@ def _run(args: argparse.Namespace) -> int:
     from trace_gym.policies.hf import ModelUnavailableError
 
     console = Console()
-    cfg = DemoConfig.for_run(out=args.out, domain=args.domain, model=args.model, fast=args.fast, seed=args.seed)
+    try:
+        cfg = DemoConfig.for_run(out=args.out, domain=args.domain, model=args.model, fast=args.fast, seed=args.seed,
+                                 target=args.target)
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
     try:
         run_demo(cfg, console)
     except (DataDirError, ModelUnavailableError) as exc:

@@ -15,8 +15,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--env", required=True, help="env id, e.g. trace/tau2-retail-v0")
     p.add_argument("--policy", action="append", required=True, help=f"repeatable: {EVAL_SPEC_HELP}")
     p.add_argument("--trials", type=int, default=4, help="trials per task K (pass^1..pass^K)")
-    p.add_argument("--tasks", default=None, help="comma-separated task ids / scenario names (default: the split)")
-    p.add_argument("--split", default="test", help="τ²-bench split when --tasks is not given (default: test)")
+    p.add_argument("--tasks", default=None, help="comma-separated task ids, as the env's task source names them "
+                   "(τ²-bench task ids, ToolSandbox scenario names, capability scenario seeds; default: the split)")
+    p.add_argument("--split", default=None,
+                   help="the split whose tasks to play when --tasks is not given (default: the env's default split, "
+                        "e.g. test for τ²-bench retail, base for τ²-bench mock and ToolSandbox)")
     p.add_argument("--limit", type=int, default=None, help="only the first N tasks")
     p.add_argument("--out", default="runs/eval", help="output folder (episodes, reports, comparison)")
     p.add_argument("--model", default="smollm2", help="base model for base/adapter:/routed (default smollm2)")
@@ -29,6 +32,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=4,
                    help="episodes played in lock step, their model queries batched (default 4)")
     p.add_argument("--env-kwargs", default=None, help="JSON object of gym.make kwargs (e.g. a user simulator)")
+    p.add_argument("--exclude-groups", default=None, metavar="G1,G2",
+                   help="comma-separated report groups to leave out (e.g. insufficient_information on ToolSandbox)")
+    p.add_argument("--exclude-refusal-credited", action="store_true",
+                   help="leave out the groups where refusing everything already scores >= 0.5 (for numbers that "
+                        "claim learning)")
+    p.add_argument("--floor", action=argparse.BooleanOptionalAction, default=None,
+                   help="report the refusal floor beside the numbers (default: when the target asks for it, "
+                        "e.g. ToolSandbox)")
     p.set_defaults(func=_run)
 
 
@@ -38,31 +49,54 @@ def _slug(s: str) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import Progress
 
     import trace_gym  # noqa: F401
     from trace_gym.eval.harness import default_tasks, evaluate
     from trace_gym.eval.policies import resolve_policy
     from trace_gym.eval.report import comparison_table, plot_comparison, report_table
     from trace_gym.io import atomic_write_json
+    from trace_gym.progress import reporting
 
     console = Console()
-    tasks = args.tasks.split(",") if args.tasks else default_tasks(args.env, args.split)
+    from trace_gym.cli import UsageError
+
+    if args.trials < 1:
+        raise UsageError(f"--trials must be >= 1, got {args.trials}")
+    try:
+        env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--env-kwargs is not JSON: {exc}") from None
+    if env_kwargs is not None and not isinstance(env_kwargs, dict):
+        raise UsageError("--env-kwargs must be a JSON object of gym.make keyword arguments")
+    tasks = args.tasks.split(",") if args.tasks else default_tasks(args.env, args.split, env_kwargs)
     if args.limit:
         tasks = tasks[: args.limit]
-    env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else None
+    exclude = [g for g in (args.exclude_groups or "").split(",") if g]
+    if args.exclude_refusal_credited:
+        from trace_gym.eval.floor import refusal_credited_groups
+
+        exclude += [g for g in refusal_credited_groups(args.env, tasks, env_kwargs=env_kwargs, base_seed=args.seed)
+                    if g not in exclude]
+    if exclude:
+        from trace_gym.core.tasks import task_source_for
+
+        source = task_source_for(args.env, env_kwargs)
+        if all(source.group(t) in exclude for t in tasks):
+            raise UsageError(f"--exclude-groups {','.join(exclude)} leaves no task to evaluate")
     out = Path(args.out)
     reports = []
     for spec in args.policy:
-        policy = resolve_policy(spec, model=args.model, adapters=args.adapters, router=args.router,
-                                max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                                greedy=args.greedy or None, seed=args.seed, batch_size=args.batch_size)
+        try:
+            policy = resolve_policy(spec, model=args.model, adapters=args.adapters, router=args.router,
+                                    max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                                    greedy=args.greedy or None, seed=args.seed, batch_size=args.batch_size)
+        except (ValueError, FileNotFoundError) as exc:
+            raise UsageError(f"--policy {spec}: {exc}") from None
         folder = out / _slug(spec)
-        with Progress(console=console) as progress:
-            bar = progress.add_task(f"{spec}", total=len(tasks) * args.trials)
+        with reporting(Console(stderr=True)):  # evaluate() shows its progress line on stderr
             rep = evaluate(args.env, policy, tasks, args.trials, store=folder / "episodes.jsonl", base_seed=args.seed,
                            env_kwargs=env_kwargs, batch_size=args.batch_size if getattr(policy, "batchable", True) else 1,
-                           on_episode=lambda _t, p=progress, b=bar: p.advance(b))
+                           floor=args.floor, exclude_groups=exclude)
         doc = rep.to_dict()
         doc["spec"] = spec
         if hasattr(policy, "decisions"):
@@ -70,7 +104,8 @@ def _run(args: argparse.Namespace) -> int:
         atomic_write_json(folder / "report.json", doc)
         console.print(report_table(doc))
         reports.append(doc)
-    atomic_write_json(out / "comparison.json", {"env_id": args.env, "tasks": tasks, "trials": args.trials, "reports": reports})
+    atomic_write_json(out / "comparison.json", {"env_id": args.env, "tasks": tasks, "trials": args.trials,
+                                                "excluded_groups": exclude, "reports": reports})
     png = plot_comparison(reports, out / "comparison.png")
     if len(reports) > 1:
         console.print(comparison_table(reports))

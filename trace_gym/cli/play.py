@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["register", "parse_options"]
+__all__ = ["register", "parse_options", "check_reset_options"]
 
 
 def parse_options(pairs: list[str] | None, flag: str = "--option") -> dict[str, Any]:
@@ -23,6 +23,28 @@ def parse_options(pairs: list[str] | None, flag: str = "--option") -> dict[str, 
             value = raw
         out[key.strip()] = value
     return out
+
+
+def check_reset_options(env_id: str, options: dict[str, Any], env: Any = None) -> None:
+    """Refuse ``--option`` keys the env does not read, when it declares the keys it reads
+    (``reset_option_keys`` on its class); ``env`` is a made instance, else the registered class is asked."""
+    if not options:
+        return
+    import gymnasium as gym
+
+    if env is not None:
+        declared = getattr(env.unwrapped, "reset_option_keys", None)
+    else:
+        spec = gym.spec(env_id.rpartition(":")[2])
+        entry = spec.entry_point
+        try:
+            creator = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
+        except (ImportError, AttributeError):
+            return  # gym.make reports it
+        declared = getattr(creator, "reset_option_keys", None)
+    unknown = sorted(set(options) - set(declared)) if declared is not None else []
+    if unknown:
+        raise ValueError(f"--option: unknown key(s) {unknown} for {env_id}; it reads {', '.join(sorted(declared))}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,6 +80,7 @@ def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     import trace_gym  # noqa: F401  (registers the trace/* ids)
+    from trace_gym.cli import CommandError, UsageError
     from trace_gym.policies.scripted import load_actions
     from trace_gym.render import message_panel
 
@@ -67,24 +90,24 @@ def _run(args: argparse.Namespace) -> int:
         options = parse_options(args.option)
         env_kwargs = parse_options(args.env_arg, "--env-arg")
     except ValueError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        return 2
+        raise UsageError(str(exc)) from None
     try:
         actions = iter(load_actions(args.actions)) if args.actions else _interactive_actions()
     except (FileNotFoundError, OSError, UnicodeDecodeError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        return 2
+        raise UsageError(str(exc)) from None
     try:
         env = gym.make(args.env_id, **env_kwargs)
     except (gym.error.Error, ModuleNotFoundError, TypeError, ValueError) as exc:
-        err.print(f"[red]error:[/red] cannot make {args.env_id!r}: {exc}")
-        return 2
+        raise UsageError(f"cannot make {args.env_id!r}: {exc}") from None
     try:
+        try:
+            check_reset_options(args.env_id, options, env)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         try:
             _, info = env.reset(seed=args.seed, options=options or None)
         except (ValueError, KeyError, TypeError) as exc:
-            err.print(f"[red]error:[/red] reset failed: {exc}")
-            return 2
+            raise UsageError(f"reset failed: {exc}") from None
         shown = 0
 
         def show(messages: list[dict[str, Any]]) -> None:
@@ -112,11 +135,8 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         env.close()
     if not done:
-        err.print(
-            f"[red]error:[/red] the actions ran out after {steps} steps but the episode has not ended "
-            "(add more actions, or end the conversation)"
-        )
-        return 1
+        raise CommandError(f"the actions ran out after {steps} steps but the episode has not ended "
+                           "(add more actions, or end the conversation)")
     console.print(f"[bold]episode over[/bold] after {steps} steps: {reason}; reward {total:g}")
     if args.actions:
         unused = sum(1 for _ in actions)

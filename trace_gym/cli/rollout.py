@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 __all__ = ["register", "parse_seeds"]
@@ -54,18 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
     import trace_gym  # noqa: F401  (registers the trace/* ids)
-    from trace_gym.cli.play import parse_options
+    from trace_gym.cli import CommandError, UsageError
+    from trace_gym.cli.play import check_reset_options, parse_options
     from trace_gym.policies import PolicyError, policy_from_spec
+    from trace_gym.progress import reporting, track
     from trace_gym.rollout import RolloutError, TrajectoryStore, TrajectoryStoreError, collect
 
     err = Console(stderr=True, soft_wrap=True)
@@ -76,8 +71,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.batch_size < 1:
             raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     except ValueError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        return 2
+        raise UsageError(str(exc)) from None
     policy_opts: dict[str, Any] = {
         "max_new_tokens": args.max_new_tokens,
         "temperature": args.temperature,
@@ -90,35 +84,44 @@ def _run(args: argparse.Namespace) -> int:
     try:
         policy = policy_from_spec(args.policy, **policy_opts)
     except (ValueError, FileNotFoundError, PolicyError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        return 2
+        raise UsageError(str(exc)) from None
+    import gymnasium as gym
+
+    module, sep, bare_id = args.env_id.rpartition(":")
+    try:
+        if sep:
+            import importlib
+
+            importlib.import_module(module)
+        gym.spec(bare_id if sep else args.env_id)
+    except (gym.error.Error, ImportError) as exc:
+        raise UsageError(f"unknown env {args.env_id!r}: {exc}") from None
+    try:
+        check_reset_options(args.env_id, options or {})
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     store = TrajectoryStore(args.out)
+    try:  # an unwritable --out fails now, not after the first episode
+        store.path.parent.mkdir(parents=True, exist_ok=True)
+        if not os.access(store.path.parent, os.W_OK) or (store.path.exists() and not os.access(store.path, os.W_OK)):
+            raise PermissionError(f"{args.out} is not writable")
+    except OSError as exc:
+        raise CommandError(f"cannot write {args.out}: {exc.strerror or exc}") from None
     try:
         stored = len(store) if store.path.exists() else 0
     except TrajectoryStoreError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        return 2
+        raise UsageError(str(exc)) from None
     rewards: list[float] = []
     skipped: list[int] = []
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("mean reward {task.fields[mean]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        transient=False,
-    ) as progress:
-        task = progress.add_task(args.env_id, total=len(seeds), mean="-")
+    with reporting(err), track(f"rollouts on {args.env_id}", total=len(seeds)) as bar:
 
         def on_episode(t: Any) -> None:
             rewards.append(t.reward)
-            progress.update(task, advance=1, mean=f"{sum(rewards) / len(rewards):.3f}")
+            bar.tick(t)
 
         def on_skip(seed: int) -> None:
             skipped.append(seed)
-            progress.update(task, advance=1)
+            bar.skip()
 
         try:
             collect(
@@ -133,15 +136,13 @@ def _run(args: argparse.Namespace) -> int:
                 on_episode=on_episode,
                 on_skip=on_skip,
             )
-        except RolloutError as exc:
-            progress.stop()
-            err.print(f"[red]error:[/red] {exc}")
-            err.print(f"{len(rewards)} new episodes were saved to {args.out}; run the same command again to resume")
-            return 1
-        except PolicyError as exc:
-            progress.stop()
-            err.print(f"[red]error:[/red] {exc}")
-            return 1
+        except BaseException as exc:
+            if isinstance(exc, RolloutError):
+                raise CommandError(f"{exc}; {len(rewards)} new episodes were saved to {args.out}; "
+                                   "run the same command again to resume") from None
+            if isinstance(exc, PolicyError):
+                raise CommandError(str(exc)) from None
+            raise
     summary = {
         "env_id": args.env_id,
         "policy_id": policy.policy_id,

@@ -8,7 +8,10 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("synthesize", help="turn selected capabilities into capability-env specs (and calibrate them)")
     p.add_argument("capabilities", help="capabilities.json written by `trace-gym analyze`")
-    p.add_argument("--domain", required=True, choices=["retail", "airline"], help="target domain")
+    from trace_gym.synthesis.synthesize import synthesis_domains
+
+    p.add_argument("--domain", required=True, choices=synthesis_domains(),
+                   help="target domain (the capability domains specs can be written for)")
     p.add_argument("--out", default="envs", help="folder for the specs (default: envs/)")
     p.add_argument("--only", default=None, help="comma-separated capability names instead of the selected ones")
     p.add_argument("--endpoint", default=None, help="OpenAI-compatible base URL to draft specs without a template")
@@ -36,11 +39,17 @@ def _run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from trace_gym.analysis.pipeline import load_capabilities
+    from trace_gym.cli import UsageError
     from trace_gym.synthesis import synthesize
     from trace_gym.synthesis.register import register_spec_files
 
     console = Console()
-    doc = load_capabilities(args.capabilities)
+    if not Path(args.capabilities).is_file():
+        raise UsageError(f"{args.capabilities}: no such file (write one with `trace-gym analyze`)")
+    try:
+        doc = load_capabilities(args.capabilities)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{args.capabilities}: not a capabilities file: {exc}") from None
     client = None
     if args.endpoint or args.cassette:
         from trace_gym.cli.analyze import _client
@@ -48,12 +57,17 @@ def _run(args: argparse.Namespace) -> int:
         client = _client(args)
     only = args.only.split(",") if args.only else None
     outcomes = synthesize(doc, args.domain, args.out, client=client, seed=args.seed, overwrite=args.overwrite, only=only)
+    from rich.text import Text
+
+    from trace_gym.render import fit_table
+
     table = Table(title=f"Synthesis for {args.domain} → {args.out}")
-    for col in ("capability", "status", "spec", "template", "reasons"):
+    for col in ("capability · spec", "status", "template / reasons"):
         table.add_column(col)
     for o in outcomes:
-        table.add_row(o.capability, o.status, o.spec_id or "", o.template or "", "; ".join(o.reasons)[:200])
-    console.print(table)
+        table.add_row(Text(o.capability).append(f"\n{o.spec_id or ''}", style="dim"), o.status,
+                      "; ".join(([o.template] if o.template else []) + list(o.reasons))[:200])
+    console.print(fit_table(table, "status"))
     made = [Path(o.path) for o in outcomes if o.path]
     ids = register_spec_files(made)
     for i in ids:
@@ -69,11 +83,12 @@ def _calibrate(args, ids, paths, console) -> None:
     from pathlib import Path
 
     import yaml
-    from rich.progress import Progress
+    from rich.console import Console
 
     from trace_gym.capabilities.calibrate import calibrate, make_policy, tune
     from trace_gym.cli.calibrate import parse_knobs
     from trace_gym.io import atomic_write_json, atomic_write_text
+    from trace_gym.progress import reporting
 
     policy = make_policy(args.calibrate, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                          batch_size=args.batch_size)
@@ -88,18 +103,16 @@ def _calibrate(args, ids, paths, console) -> None:
         except (ValueError, KeyError) as exc:
             console.print(f"[red]{env_id}: not calibrated:[/red] {exc}")
             continue
-        with Progress(console=console) as progress:
-            bar = progress.add_task(f"calibrating {env_id}", total=None)
-            tick = lambda p=progress, b=bar: p.advance(b)  # noqa: E731
+        with reporting(Console(stderr=True)):  # calibrate() shows its progress line
             if args.tune:
                 kw = {"env_kwargs": {"difficulty": dict(spec_knobs)}} if spec_knobs else {}
-                knobs_found, res, trace = tune(env_id, policy, seeds, args.samples, (0.2, 0.6), on_episode=tick, **kw)
+                knobs_found, res, trace = tune(env_id, policy, seeds, args.samples, (0.2, 0.6), **kw)
                 doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
                 for name, value in knobs_found.items():
                     doc.setdefault("difficulty", {}).setdefault(name, {})["default"] = value
                 atomic_write_text(path, yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120))
             else:
-                res, trace = calibrate(env_id, policy, seeds, args.samples, difficulty=spec_knobs or None, on_episode=tick), []
+                res, trace = calibrate(env_id, policy, seeds, args.samples, difficulty=spec_knobs or None), []
         summary = res.summary()
         atomic_write_json(Path(path).with_suffix(".calibration.json"), {**res.to_dict(), "summary": summary, "tuning": trace})
         console.print(f"{env_id}: mean reward {res.mean_reward:.3f}; " + ", ".join(

@@ -1,7 +1,13 @@
-"""``trace-gym train``: GRPO + LoRA on one environment.
+"""``trace-gym train``: GRPO + LoRA on one environment; ``trace-gym sft``: a supervised warm start.
 
     trace-gym train --env trace/cap-refund-policy-v0 --model smollm2 --out adapters/refund \\
         [--config train.yaml] [--set num_generations=8 --set lora_r=16 ...] [--resume]
+    trace-gym train ... --warm-start [--sft-envs trace/cap-ts-state-dependency-v0,...] [--sft-seeds 32]
+    trace-gym sft --sft-envs trace/cap-ts-state-dependency-v0,... --model smollm2 --out adapters/format
+
+``--warm-start`` first fine-tunes the LoRA adapter on reference episodes (SFT, into
+``OUT/warm_start/``), then runs GRPO from it; ``trace-gym sft`` runs only the warm start
+(``--init-adapter`` then starts a GRPO run from it).
 
 Settings are taken, in order, from the defaults (TRACE's recipe), ``--config``
 (YAML or JSON), the dedicated flags, then ``--set name=value`` (any field of
@@ -37,12 +43,30 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--backend", "backend", str, "auto | transformers | vllm"),
     ("--device", "device", str, "auto | cpu | cuda"),
     ("--cpu-threads", "cpu_threads", int, "torch threads on CPU"),
+    ("--tool-format", "tool_format", str, "auto | hermes | smollm2: how tool calls are written in prompts (auto: the model's own)"),
+    ("--init-adapter", "init_adapter", str, "start from this LoRA adapter folder (e.g. one from `trace-gym sft`)"),
+    ("--sft-seeds", "sft_seeds_per_env", int, "warm start: train-split tasks per demonstration env"),
+    ("--sft-steps", "sft_max_steps", int, "warm start: optimizer steps (0: --sft-epochs decide)"),
+    ("--sft-epochs", "sft_epochs", float, "warm start: passes over the demonstrations"),
+    ("--sft-lr", "sft_learning_rate", float, "warm start: learning rate"),
+    ("--prefix-grad", "prefix_grad", str, "exact (default) | detached: train the shared prompt prefix, or not (faster, approximate)"),
 ]
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("train", help="train a LoRA adapter with GRPO on an environment",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_arguments(p)
+    p.add_argument("--warm-start", action="store_true",
+                   help="SFT the adapter on reference episodes (--sft-envs, default --env) before GRPO")
+    p.set_defaults(func=run)
+    s = subparsers.add_parser("sft", help="warm-start a LoRA adapter by SFT on reference episodes",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_arguments(s)
+    s.set_defaults(func=run_sft)
+
+
+def _add_arguments(p: Any) -> None:
     p.add_argument("--env", dest="env_id", help="registered env id (see `trace-gym envs`)")
     p.add_argument("--model", help="tiny | smollm2 | a Hugging Face model folder or id")
     p.add_argument("--out", help="adapter folder, e.g. adapters/NAME (manifest.json goes next to it)")
@@ -54,9 +78,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module first (e.g. one that registers your own env ids)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-shared-prefix", action="store_true",
+                   help="compute each group's shared prompt prefix per rollout (slower; the loss is the same)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config as JSON and exit")
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
-    p.set_defaults(func=run)
+    p.add_argument("--sft-envs", default=None, metavar="ID,ID",
+                   help="comma list of env ids whose reference episodes are the warm start's demonstrations")
 
 
 def build_config(args: argparse.Namespace) -> Any:
@@ -73,13 +100,18 @@ def build_config(args: argparse.Namespace) -> Any:
             changes[fieldname] = value
     if getattr(args, "no_progress", False):
         changes["progress"] = False
+    if getattr(args, "no_shared_prefix", False):
+        changes["shared_prefix"] = False
+    if getattr(args, "sft_envs", None):
+        changes["sft_envs"] = [e.strip() for e in args.sft_envs.split(",") if e.strip()]
     cfg = cfg.with_overrides(**changes)
     for assignment in args.overrides:
         cfg = cfg.set_from_string(assignment)
     return cfg.validate()
 
 
-def run(args: argparse.Namespace) -> int:
+def _prepare(args: argparse.Namespace) -> Any:
+    """The resolved config, or an exit code (imports failed, --print-config done)."""
     from trace_gym.train.config import ConfigError
 
     for mod in args.imports:
@@ -91,32 +123,97 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = build_config(args)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        from trace_gym.cli import UsageError
+
+        raise UsageError(str(exc)) from None
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2))
         return 0
+    return cfg
+
+
+def _unknown_envs(ids: list[str]) -> str | None:
+    import gymnasium as gym
+
+    import trace_gym  # noqa: F401
+
+    for env_id in ids:
+        try:
+            gym.spec(env_id)
+        except Exception as exc:  # gymnasium's own error names close matches
+            return f"unknown env {env_id!r}: {exc}"
+    return None
+
+
+def run_sft(args: argparse.Namespace) -> int:
+    from trace_gym.train.config import ConfigError
+
+    cfg = _prepare(args)
+    if isinstance(cfg, int):
+        return cfg
+    if args.resume:
+        print("error: a warm start is not checkpointed (it is short): run it again without --resume", file=sys.stderr)
+        return 2
+    missing = [flag for flag, value in (("--model", cfg.model), ("--out", cfg.out)) if not value]
+    if not (cfg.sft_envs or cfg.env_id):
+        missing.append("--sft-envs (or --env)")
+    if missing:
+        print(f"error: missing {', '.join(missing)} (on the command line or in --config)", file=sys.stderr)
+        return 2
+    problem = _unknown_envs(list(cfg.sft_envs) or [cfg.env_id])
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        from trace_gym.train.demos import NoReferenceError
+        from trace_gym.train.sft import warm_start
+    except ImportError as exc:
+        print(f"error: training needs the train extra (pip install 'trace-gym[train]'): {exc}", file=sys.stderr)
+        return 2
+    try:
+        result = warm_start(cfg)
+    except (FileNotFoundError, ConfigError, NoReferenceError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    rec = result.record
+    summary = {"adapter": str(result.out), "demonstrations": result.demos, "per_env": rec["per_env"],
+               "trained_tokens": rec["trained_tokens"], "steps": result.steps, "loss_before": rec["loss_before"],
+               "loss_after": rec["loss_after"], "skipped": {k: len(v) for k, v in rec["skipped"].items()},
+               "seconds": round(result.seconds, 1)}
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"adapter: {summary['adapter']}")
+        print(f"demonstrations: {result.demos} {rec['per_env']}   trained tokens: {rec['trained_tokens']}   steps: {result.steps}")
+        print(f"loss on demonstrations: {rec['loss_before']:.3f} -> {rec['loss_after']:.3f}   time: {summary['seconds']}s")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from trace_gym.train.config import ConfigError
+
+    cfg = _prepare(args)
+    if isinstance(cfg, int):
+        return cfg
     missing = [flag for flag, value in (("--env", cfg.env_id), ("--model", cfg.model), ("--out", cfg.out)) if not value]
     if missing:
         print(f"error: missing {', '.join(missing)} (on the command line or in --config)", file=sys.stderr)
         return 2
-    try:
-        import gymnasium as gym
-
-        import trace_gym  # noqa: F401
-
-        gym.spec(cfg.env_id)
-    except Exception as exc:  # gymnasium's own error names close matches
-        print(f"error: unknown env {cfg.env_id!r}: {exc}", file=sys.stderr)
+    warm = getattr(args, "warm_start", False)
+    problem = _unknown_envs([cfg.env_id, *(cfg.sft_envs if warm else [])])
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
+        from trace_gym.train.demos import NoReferenceError
+        from trace_gym.train.sft import train_with_warm_start
         from trace_gym.train.trainer import train
     except ImportError as exc:
         print(f"error: training needs the train extra (pip install 'trace-gym[train]'): {exc}", file=sys.stderr)
         return 2
     try:
-        result = train(cfg, resume=args.resume)
-    except (FileNotFoundError, ConfigError) as exc:
+        result = train_with_warm_start(cfg, resume=args.resume) if warm else train(cfg, resume=args.resume)
+    except (FileNotFoundError, ConfigError, NoReferenceError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     summary = {
@@ -125,11 +222,16 @@ def run(args: argparse.Namespace) -> int:
         "steps": result.steps,
         "rollouts_used": result.rollouts,
         "rollout_stats": result.rollout_stats,
+        "constant_group_fraction": result.manifest_entry.get("constant_group_fraction"),
+        "learned": result.manifest_entry.get("learned"),
         "final_reward": result.reward_curve[-1][1] if result.reward_curve else None,
         "metrics": str(result.metrics_path) if result.metrics_path else None,
         "learning_curve": str(result.plot_path) if result.plot_path else None,
         "seconds": round(result.seconds, 1),
     }
+    if "warm_start" in result.manifest_entry:
+        ws = result.manifest_entry["warm_start"]
+        summary["warm_start"] = {k: ws.get(k) for k in ("path", "demonstrations", "per_env", "steps", "loss_before", "loss_after")}
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -139,5 +241,11 @@ def run(args: argparse.Namespace) -> int:
         if summary["final_reward"] is not None:
             first = result.reward_curve[0][1]
             print(f"mean env reward: first step {first:.3f}, last step {summary['final_reward']:.3f}")
+        if "warm_start" in summary:
+            ws = summary["warm_start"]
+            print(f"warm start: {ws['path']} ({ws['demonstrations']} demonstrations, {ws['steps']} steps, "
+                  f"loss {ws['loss_before']:.3f} -> {ws['loss_after']:.3f})")
         print(f"metrics: {summary['metrics']}   curve: {summary['learning_curve']}   time: {summary['seconds']}s")
+        if summary["learned"] is False:
+            print(f"learned: NO (constant-reward groups: {summary['constant_group_fraction']:.0%}; the warning above says what to change)")
     return 0

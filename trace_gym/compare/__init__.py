@@ -1,13 +1,17 @@
 """TRACE against GRPO-on-target and GEPA at an equal rollout budget (``trace-gym compare``).
 
-* :mod:`~trace_gym.compare.budget` — :class:`RolloutBudget`, the per-stage rollout ledger;
-* :mod:`~trace_gym.compare.methods` — models, task splits, budgeted envs, adapter training;
-* :mod:`~trace_gym.compare.pipeline` — the resumable stages and :func:`run_compare` / :func:`run_scaling`;
-* :mod:`~trace_gym.compare.report` — table, plots and redraw from the stored JSON.
+A front-end over :mod:`trace_gym.pipeline`, which holds the TRACE loop, the stage store
+and the rollout budget:
+
+* :mod:`~trace_gym.compare.methods` — models, task splits, budgeted target envs;
+* :mod:`~trace_gym.compare.pipeline` — the baselines, the comparison driver
+  :func:`run_compare` / :func:`run_scaling` (TRACE is :func:`trace_gym.pipeline.run_trace`);
+* :mod:`~trace_gym.compare.report` — table, plots and redraw from the stored JSON;
+* :mod:`~trace_gym.compare.budget` — :class:`RolloutBudget` (re-exported from the pipeline).
 """
 
 from __future__ import annotations
 
-from .budget import BudgetedEnv, BudgetExceeded, RolloutBudget
+from ..pipeline.budget import BudgetedEnv, BudgetExceeded, RolloutBudget
 
 __all__ = ["RolloutBudget", "BudgetExceeded", "BudgetedEnv"]

@@ -1,4 +1,7 @@
-"""The pieces each compared method is built from: models, task splits, budgeted envs, training.
+"""The pieces each compared method is built from: models, task splits, budgeted envs.
+
+Capability env factories, training and the forfeiting evaluation wrapper are the
+pipeline's (:mod:`trace_gym.pipeline`), re-exported here.
 
 Everything here is a plain function over a :class:`~trace_gym.compare.pipeline.CompareConfig`
 (passed as ``cfg``); :mod:`trace_gym.compare.pipeline` strings them into resumable stages.
@@ -6,7 +9,6 @@ Everything here is a plain function over a :class:`~trace_gym.compare.pipeline.C
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from ..pipeline.learn import FORFEIT, ForfeitOnError, plan_train_steps, train_adapter, worst_rollouts_per_step
+from ..pipeline.stages import capability_factory
 from .budget import BudgetedEnv, RolloutBudget
 
 __all__ = [
@@ -22,6 +26,7 @@ __all__ = [
     "trainable",
     "train_model_name",
     "target_domain",
+    "target_has_gold",
     "target_splits",
     "target_factory",
     "capability_factory",
@@ -98,11 +103,21 @@ def adapter_policy(model: str, manifest: str | Path, name: str | None, *, seed: 
 
 
 # ----------------------------------------------------------------------------- targets
-def target_domain(env_id: str) -> str | None:
-    name = env_id.split("/")[-1]
-    if name.startswith("tau2-"):
-        return name[len("tau2-"):].rsplit("-v", 1)[0]
-    return None
+def target_domain(env_id: str, env_kwargs: dict[str, Any] | None = None) -> str | None:
+    """The tool domain of a target that capability envs can be synthesized for, or ``None`` (its task source's)."""
+    from ..core.tasks import task_source_for
+
+    return task_source_for(env_id, env_kwargs).domain
+
+
+def target_has_gold(env_id: str, env_kwargs: dict[str, Any] | None = None, *, probe: int = 3) -> bool:
+    """Whether the target's tasks have gold references (what the offline analysis labels from); the first
+    ``probe`` tasks of its default split are asked."""
+    from ..core.tasks import task_source_for
+
+    src = task_source_for(env_id, env_kwargs)
+    tasks = src.task_ids()[:probe]
+    return bool(tasks) and all(src.gold(t) is not None for t in tasks)
 
 
 def _seeded_order(items: list[str], seed: int) -> list[str]:
@@ -110,33 +125,32 @@ def _seeded_order(items: list[str], seed: int) -> list[str]:
     return [items[i] for i in order]
 
 
-def target_splits(env_id: str, *, seed: int, n_train: int | None = None, n_test: int | None = None) -> tuple[list[str], list[str], str]:
+TRAIN_FRACTION = 0.6  # of a target without a train/test split
+
+
+def target_splits(env_id: str, *, seed: int, n_train: int | None = None, n_test: int | None = None,
+                  env_kwargs: dict[str, Any] | None = None) -> tuple[list[str], list[str], str]:
     """``(train task ids, held-out task ids, how they were obtained)`` for a target.
 
-    τ²-bench domains use their own ``train``/``test`` split; a domain without one (mock)
-    and ToolSandbox are split here, a seeded half and half (60/40 for ToolSandbox).
-    ``n_train``/``n_test`` keep the first tasks of a seeded order of each split.
+    A target whose task source has ``train`` and ``test`` splits uses them; any other
+    target's default split is split here, a seeded 60/40.  ``n_train``/``n_test`` keep
+    the first tasks of a seeded order of each split, taken in turn from each of the task
+    source's report groups (so a few held-out tasks still span the categories).
     """
-    from ..eval.harness import default_tasks
+    from ..core.tasks import task_source_for
 
-    domain = target_domain(env_id)
-    if domain is not None:
-        try:
-            train, test = default_tasks(env_id, "train"), default_tasks(env_id, "test")
-            how = f"τ²-bench {domain} train/test split"
-        except ValueError:
-            base = default_tasks(env_id, "base")
-            shuffled = _seeded_order(base, seed)
-            half = len(shuffled) // 2
-            train, test = shuffled[:half], shuffled[half:]
-            how = f"τ²-bench {domain} has no train/test split: its {len(base)} tasks split in half (seed {seed})"
+    src = task_source_for(env_id, env_kwargs)
+    if {"train", "test"} <= set(src.splits()):
+        train, test = src.task_ids("train"), src.task_ids("test")
+        how = f"{env_id}: its own train/test split"
     else:
-        every = default_tasks(env_id)
+        every = src.task_ids()
         shuffled = _seeded_order(every, seed)
-        cut = int(round(0.6 * len(shuffled)))
+        cut = int(round(TRAIN_FRACTION * len(shuffled)))
         train, test = shuffled[:cut], shuffled[cut:]
-        how = f"{len(every)} scenarios split 60/40 (seed {seed})"
-    train, test = _seeded_order(train, seed + 1), _seeded_order(test, seed + 2)
+        how = (f"{env_id} has no train/test split: the {len(every)} tasks of its {src.default_split()!r} split, "
+               f"cut {round(100 * TRAIN_FRACTION)}/{round(100 * (1 - TRAIN_FRACTION))} (seed {seed})")
+    train, test = _by_group(_seeded_order(train, seed + 1), src.group), _by_group(_seeded_order(test, seed + 2), src.group)
     if n_train is not None:
         train = train[:n_train]
     if n_test is not None:
@@ -144,25 +158,49 @@ def target_splits(env_id: str, *, seed: int, n_train: int | None = None, n_test:
     return train, test, how
 
 
-class TaskPoolEnv(gym.Wrapper):
-    """Reset without a task option picks ``tasks[seed % len(tasks)]``: a seed-indexed task pool (e.g. a train split)."""
+def _by_group(order: list[str], group: Callable[[str], str]) -> list[str]:
+    """``order`` interleaved by report group: one task of each group in turn (groups by first appearance)."""
+    queues: dict[str, list[str]] = {}
+    for t in order:
+        queues.setdefault(group(t), []).append(t)
+    out: list[str] = []
+    while len(out) < len(order):
+        for q in queues.values():
+            if q:
+                out.append(q.pop(0))
+    return out
 
-    def __init__(self, env: gym.Env, tasks: list[Any], option: str = "task_id"):
+
+class TaskPoolEnv(gym.Wrapper):
+    """Reset without a task option plays ``tasks[seed % len(tasks)]``: a seed-indexed task pool (e.g. a train split).
+
+    The task's reset options come from the env's task source; ``option`` names the reset
+    option to fill in directly instead (for an env without a task source).
+    """
+
+    def __init__(self, env: gym.Env, tasks: list[Any], option: str | None = None):
         super().__init__(env)
         if not tasks:
             raise ValueError("TaskPoolEnv needs at least one task")
         self.tasks = list(tasks)
+        self._source = None
+        if option is None:
+            from ..core.tasks import task_source
+
+            self._source = task_source(env)
+            option = self._source.option_key
         self.option = option
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         opts = dict(options or {})
         if self.option not in opts:
-            opts[self.option] = self.tasks[(seed or 0) % len(self.tasks)]
+            task = self.tasks[(seed or 0) % len(self.tasks)]
+            opts.update(self._source.reset_options(str(task)) if self._source is not None else {self.option: task})
         return self.env.reset(seed=seed, options=opts)
 
 
 def target_factory(env_id: str, env_kwargs: dict[str, Any], budget: RolloutBudget | None, stage: str,
-                   tasks: list[Any] | None = None, option: str = "task_id") -> Callable[[], gym.Env]:
+                   tasks: list[Any] | None = None, option: str | None = None) -> Callable[[], gym.Env]:
     """Fresh instances of the target env, optionally restricted to ``tasks`` and charged to ``budget``."""
 
     def make() -> gym.Env:
@@ -174,95 +212,3 @@ def target_factory(env_id: str, env_kwargs: dict[str, Any], budget: RolloutBudge
         return env
 
     return make
-
-
-def capability_factory(spec_path: str | Path, env_kwargs: dict[str, Any], budget: RolloutBudget | None,
-                       stage: str) -> Callable[[], gym.Env]:
-    """Fresh capability envs built straight from a spec file (no registry lookup, so no stale registration)."""
-    from ..capabilities.env import CapabilityEnv
-
-    def make() -> gym.Env:
-        env: gym.Env = CapabilityEnv(str(spec_path), **env_kwargs)
-        if budget is not None:
-            env = BudgetedEnv(env, budget, stage)
-        return env
-
-    return make
-
-
-# ----------------------------------------------------------------------------- training
-def worst_rollouts_per_step(train: dict[str, Any]) -> int:
-    """The most episodes one optimizer step can play (every group resampled the maximum number of times)."""
-    from ..train.config import TrainConfig
-
-    cfg = TrainConfig(**{k: v for k, v in train.items() if k in TrainConfig.field_names()})
-    resamples = cfg.max_resamples if cfg.resample_constant_groups else 0
-    return cfg.seeds_per_step * cfg.num_generations * (1 + resamples) * cfg.gradient_accumulation_steps
-
-
-def plan_train_steps(rollouts: int, train: dict[str, Any], max_steps: int | None = None) -> int:
-    """Optimizer steps that fit in ``rollouts`` even in the worst case (capped by ``max_steps``)."""
-    steps = rollouts // worst_rollouts_per_step(train)
-    return min(steps, max_steps) if max_steps is not None else steps
-
-
-def train_adapter(*, model: str, seed: int, env_factory: Callable[[], gym.Env], env_id: str, out: Path,
-                  steps: int, train: dict[str, Any], run_name: str) -> dict[str, Any]:
-    """GRPO+LoRA for ``steps`` optimizer steps; returns the manifest entry plus timing."""
-    from ..train import TrainConfig
-    from ..train import train as run_train
-
-    fields = {k: v for k, v in train.items() if k in TrainConfig.field_names()}
-    fields.update(env_id=env_id, model=train_model_name(model), out=str(out), max_steps=steps, seed=seed,
-                  progress=False, save_steps=0, run_name=run_name)
-    fields.setdefault("num_train_seeds", max(64, steps * fields.get("seeds_per_step", 1)))
-    cfg = TrainConfig(**fields)
-    res = run_train(cfg, env_factory=env_factory)
-    entry = dict(res.manifest_entry)
-    entry["seconds"] = res.seconds
-    return json.loads(json.dumps(entry, default=str))
-
-
-# ----------------------------------------------------------------------------- evaluation
-FORFEIT = "I am unable to continue with this request. ###STOP###"
-
-
-class ForfeitOnError:
-    """Wrap a policy so that a failure to act (e.g. a conversation longer than the model's
-    context) ends the agent's episode with a stop message instead of aborting the whole
-    evaluation; the episode is then scored as it stands.  ``forfeits`` counts them.
-    """
-
-    def __init__(self, inner: Any):
-        self.inner = inner
-        self.policy_id = inner.policy_id
-        self.accepts_seeds = bool(getattr(inner, "accepts_seeds", False))
-        self.batchable = bool(getattr(inner, "batchable", True))
-        self.forfeits: list[str] = []
-
-    def reset(self, seed: int | None = None) -> None:
-        reset = getattr(self.inner, "reset", None)
-        if reset is not None:
-            reset(seed)
-
-    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-        from ..policies.base import PolicyError
-
-        try:
-            return self.inner.act(messages, tools)
-        except PolicyError as exc:
-            self.forfeits.append(str(exc)[:300])
-            return FORFEIT
-
-    def act_batch(self, requests: list[Any], seeds: list[int | None] | None = None) -> list[str]:
-        from ..policies.base import PolicyError, act_batch
-
-        try:
-            return act_batch(self.inner, requests, seeds)
-        except PolicyError:  # answer one at a time so that only the failing episodes forfeit
-            out = []
-            for i, (m, t) in enumerate(requests):
-                if seeds is not None and hasattr(self.inner, "reset"):
-                    self.inner.reset(seeds[i])
-                out.append(self.act(m, t))
-            return out

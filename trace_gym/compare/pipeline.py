@@ -1,4 +1,4 @@
-"""TRACE against baselines at an equal rollout budget, as a chain of resumable stages.
+"""TRACE against baselines at an equal rollout budget: a front-end over :mod:`trace_gym.pipeline`.
 
 For one target env, one base model and a rollout budget ``B`` the pipeline builds and
 evaluates:
@@ -12,10 +12,11 @@ evaluates:
   every rollout of every step charged to ``B``;
 * ``single`` — the trace adapter with the best final training reward, without routing.
 
-Each is evaluated on the held-out tasks with ``trials`` trials per task through
-:func:`trace_gym.eval.harness.evaluate` (pass^k with bootstrap intervals).  Each stage
-writes its result atomically to ``<out>/.../stages/<name>.json`` and is skipped when the
-file exists, so a killed run continues where it stopped.  ``compare.json`` carries the
+TRACE is :func:`trace_gym.pipeline.run_trace` with a :class:`~trace_gym.pipeline.RolloutBudget`.
+Each method is evaluated on the held-out tasks with ``trials`` trials per task through
+:func:`trace_gym.pipeline.evaluate_policy` (pass^k with bootstrap intervals).  Every stage
+goes through a :class:`~trace_gym.pipeline.StageStore` under ``<out>/.../stages/``, so a
+killed run continues where it stopped.  ``compare.json`` carries the
 configuration, seeds, splits, budget ledgers and every per-task result, enough to redraw
 the table and plot without rerunning (:func:`trace_gym.compare.report.render_outputs`).
 """
@@ -31,10 +32,24 @@ from pathlib import Path
 from typing import Any
 
 from ..io import atomic_write_json
+from ..pipeline import (
+    BudgetExceeded,
+    RolloutBudget,
+    RolloutJob,
+    StageStore,
+    Target,
+    TracePlan,
+    evaluate_policy,
+    plan_train_steps,
+    run_trace,
+    train_adapter,
+    worst_rollouts_per_step,
+)
+from ..progress import track
+from ..tau2.entries import env_id_for
 from . import methods as M
-from .budget import BudgetExceeded, RolloutBudget
 
-__all__ = ["CompareConfig", "run_compare", "run_scaling", "Stages", "METHODS", "base_survey"]
+__all__ = ["CompareConfig", "run_compare", "run_scaling", "METHODS", "base_survey", "trace_plan", "base_jobs"]
 
 METHODS = ("base", "grpo", "gepa", "trace", "single")
 FORMAT = "trace-gym/compare@1"
@@ -60,6 +75,7 @@ class CompareConfig:
     train_tasks: list[Any] | None = None  # explicit task lists (override the split)
     test_tasks: list[Any] | None = None
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    success: float | None = None  # reward that counts as success on the target (None: the env's own threshold)
     cap_env_kwargs: dict[str, Any] = field(default_factory=dict)
     gen: dict[str, Any] = field(default_factory=lambda: {"max_new_tokens": 256, "temperature": 0.7})
     train: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_TRAIN))
@@ -75,6 +91,8 @@ class CompareConfig:
     min_capabilities: int = 1
     max_capabilities: int = 3
     mastered: float = 0.9  # calibration mean reward at which a capability needs no adapter
+    band: list[float] | None = None  # base mean reward each capability env's knobs are tuned toward (e.g. [0.2, 0.6])
+    tune_rounds: int = 0  # rounds of that knob search, charged to the budget (0: calibration only measures)
     embedder: str | None = None
     # GEPA
     gepa_minibatch: int = 3
@@ -129,74 +147,37 @@ class CompareConfig:
 _RUNTIME = {"policy_factory", "reflection_lm"}
 
 
-class Stages:
-    """Resumable stages under ``root/stages``: a stage runs only when its result file is absent."""
-
-    def __init__(self, root: Path, log: Callable[[str], None] = print):
-        self.root = Path(root)
-        self.log = log
-        self.ran: list[str] = []
-        self.skipped: list[str] = []
-
-    def path(self, name: str) -> Path:
-        return self.root / "stages" / f"{name}.json"
-
-    def done(self, name: str) -> bool:
-        return self.path(name).exists()
-
-    def run(self, name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        p = self.path(name)
-        if p.exists():
-            self.skipped.append(name)
-            return json.loads(p.read_text(encoding="utf-8"))
-        self.log(f"stage {name} ...")
-        t0 = time.perf_counter()
-        result = fn()
-        result = json.loads(json.dumps(result, default=str))
-        result.setdefault("stage_wall_s", time.perf_counter() - t0)
-        atomic_write_json(p, result)
-        self.ran.append(name)
-        return result
-
-
 # ----------------------------------------------------------------------------- evaluation
-def _opt(cfg: CompareConfig) -> str:
-    """The reset option that names a task (the same one the evaluation harness uses)."""
-    from ..eval.harness import task_option_key
+def _target(cfg: CompareConfig) -> Target:
+    """The target as the pipeline sees it (one per target id and kwargs, so the env is asked once)."""
+    key = (cfg.target, json.dumps(cfg.env_kwargs, sort_keys=True, default=str), cfg.success)
+    if key not in _TARGETS:
+        _TARGETS[key] = Target(cfg.target, dict(cfg.env_kwargs), cfg.success)
+    return _TARGETS[key]
 
-    return task_option_key(cfg.target)
+
+_TARGETS: dict[tuple[str, str, float | None], Target] = {}
 
 
 def _evaluate(cfg: CompareConfig, policy: Any, tasks: list[Any], store: Path) -> dict[str, Any]:
-    from ..eval.harness import evaluate
-
-    guarded = M.ForfeitOnError(policy)
-    rep = evaluate(cfg.target, guarded, [str(t) for t in tasks], cfg.trials, store=store, base_seed=cfg.eval_seed,
-                   env_kwargs=cfg.env_kwargs, batch_size=cfg.batch_size)
-    d = rep.to_dict()
-    d["eval_wall_s"] = rep.wall_s
-    d["forfeits"] = len(guarded.forfeits)  # actions the policy could not produce (episode ended by a stop message)
-    d["forfeit_examples"] = sorted(set(guarded.forfeits))[:3]
-    return d
+    return evaluate_policy(_target(cfg), policy, tasks, cfg.trials, store, base_seed=cfg.eval_seed, batch_size=cfg.batch_size)
 
 
 def base_survey(cfg: CompareConfig, root: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Base success per τ² domain and split (``survey_tasks`` tasks of each, one trial), for choosing a target."""
-    from ..eval.harness import evaluate
-
     rows = []
     for domain in cfg.survey_domains:
-        env_id = f"trace/tau2-{domain}-v0"
-        train, test, how = M.target_splits(env_id, seed=cfg.seed, n_train=cfg.survey_tasks, n_test=cfg.survey_tasks)
+        target = Target(env_id_for(domain), dict(cfg.env_kwargs))
+        train, test, how = M.target_splits(target.env_id, seed=cfg.seed, n_train=cfg.survey_tasks, n_test=cfg.survey_tasks)
         pol = cfg.base_policy()
         pol.policy_id = f"base:{cfg.model}"
         for split, tasks in (("train", train), ("test", test)):
-            rep = evaluate(env_id, pol, tasks, 1, store=root / "survey" / f"{domain}-{split}.jsonl", base_seed=cfg.eval_seed,
-                           env_kwargs=cfg.env_kwargs, batch_size=cfg.batch_size)
-            p1 = rep.pass_k(1)
-            rows.append({"domain": domain, "split": split, "n_tasks": len(tasks), "pass1": vars(p1),
-                         "mean_reward": rep.mean_reward(), "split_source": how})
-            log(f"survey {domain}/{split}: pass^1 {p1}")
+            rep = evaluate_policy(target, pol, tasks, 1, root / "survey" / f"{domain}-{split}.jsonl", base_seed=cfg.eval_seed,
+                                  batch_size=cfg.batch_size)
+            p1 = rep["pass_hat_k"]["1"]
+            rows.append({"domain": domain, "split": split, "n_tasks": len(tasks), "pass1": p1,
+                         "mean_reward": rep["mean_reward"], "split_source": how})
+            log(f"survey {domain}/{split}: pass^1 {p1['value']:.3f} [{p1['low']:.3f}, {p1['high']:.3f}]")
     best = max(rows, key=lambda r: (r["pass1"]["value"], r["mean_reward"]), default=None)
     all_zero = bool(rows) and all(r["pass1"]["value"] == 0.0 for r in rows)
     return {"model": cfg.model, "user": cfg.env_kwargs.get("user", "offline"), "rows": rows, "all_zero": all_zero,
@@ -209,13 +190,13 @@ def _grpo(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any]) -> dic
         return {"skipped": f"model {cfg.model!r} cannot be trained here (a server, a script or a given policy)", "rollouts": 0}
     budget = RolloutBudget(B, root / "grpo" / "budget.json")
     budget.start_stage("train", 0)  # an interrupted training starts over
-    steps = M.plan_train_steps(budget.remaining, cfg.train, cfg.max_train_steps)
+    steps = plan_train_steps(budget.remaining, cfg.train, cfg.max_train_steps)
     if steps < 1:
-        return {"skipped": f"budget {B} is below one optimizer step ({M.worst_rollouts_per_step(cfg.train)} rollouts)",
+        return {"skipped": f"budget {B} is below one optimizer step ({worst_rollouts_per_step(cfg.train)} rollouts)",
                 "rollouts": 0, "budget": budget.to_dict()}
-    factory = M.target_factory(cfg.target, cfg.env_kwargs, budget, "train", train_tasks, _opt(cfg))
-    entry = M.train_adapter(model=cfg.model, seed=cfg.seed, env_factory=factory, env_id=cfg.target,
-                            out=root / "grpo" / "adapters" / "grpo-target", steps=steps, train=cfg.train, run_name="grpo-target")
+    factory = M.target_factory(cfg.target, cfg.env_kwargs, budget, "train", train_tasks)
+    entry = train_adapter(model=cfg.model, seed=cfg.seed, env_factory=factory, env_id=cfg.target,
+                          out=root / "grpo" / "adapters" / "grpo-target", steps=steps, train=cfg.train, run_name="grpo-target")
     return {"adapter": entry["path"], "manifest": str(root / "grpo" / "adapters" / "manifest.json"), "steps": steps,
             "rollouts": budget.used, "trainer_rollouts": entry.get("rollouts_used"), "budget": budget.to_dict(),
             "reward_curve": entry.get("reward_curve"), "train_wall_s": entry.get("seconds")}
@@ -236,174 +217,50 @@ def _gepa(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any]) -> dic
     else:
         reflector = policy if cfg.reflection is None else M.load_base_policy(cfg.reflection, seed=cfg.seed, **cfg.gen)
         lm = policy_reflection_lm(reflector, seed=cfg.seed)
-    anchor = default_anchor(cfg.target)
+    anchor = default_anchor(cfg.target, cfg.env_kwargs)
     seed_text = anchor or "You are a helpful agent. Use the tools to complete the user's request exactly."
-    factory = M.target_factory(cfg.target, cfg.env_kwargs, None, "gepa")
-    adapter = TraceGEPAAdapter(factory, policy, task_option=_opt(cfg), anchor=anchor, seed=cfg.seed,
-                               budget=budget, stage="gepa")
+    bar = track(f"gepa on {cfg.target}", total=budget.remaining, unit="metric calls")
+    adapter = TraceGEPAAdapter(_target(cfg).make, policy, anchor=anchor, seed=cfg.seed, budget=budget, stage="gepa",
+                               on_episode=bar.tick)
     t0 = time.perf_counter()
     try:
         run = optimize_prompt(adapter, seed_text, list(train_tasks), list(train_tasks[:n_val]),
                               reflection_lm=lm, minibatch=cfg.gepa_minibatch,
                               seed=cfg.seed, log_path=root / "gepa" / "gepa_log.txt")
+    except BaseException:
+        bar.close(aborted=True)
+        raise
     finally:
+        bar.close()
         adapter.close()
     return {"result": run.to_dict(), "anchor": anchor, "rollouts": budget.used, "budget": budget.to_dict(),
             "reflection_model": cfg.reflection or cfg.model, "train_wall_s": time.perf_counter() - t0}
 
 
-def _trace_base_rollouts(cfg: CompareConfig, budget: RolloutBudget, root: Path, tasks: list[Any]) -> dict[str, Any]:
-    from ..rollout import RolloutError, TrajectoryStore, episode_key, rollout
-
-    store = TrajectoryStore(root / "trace" / "base_rollouts.jsonl")
-    policy = cfg.base_policy()
-    policy.policy_id = f"base:{cfg.model}"
-    have = store.keys() if store.path.exists() else set()
-    plan = [(t, cfg.seed + s) for t in tasks for s in range(cfg.base_samples)]
-    kept = [(t, s) for t, s in plan if episode_key(cfg.target, policy.policy_id, s, {_opt(cfg): t}) in have]
-    budget.start_stage("base_rollouts", len(kept))
-    env = M.target_factory(cfg.target, cfg.env_kwargs, budget, "base_rollouts")()
-    failures = 0
-    try:
-        for t, s in plan:
-            opts = {_opt(cfg): t}
-            if episode_key(cfg.target, policy.policy_id, s, opts) in have:
-                continue
-            try:
-                traj = rollout(env, policy, s, opts)
-            except RolloutError as exc:
-                traj, failures = exc.trajectory, failures + 1
-            traj.env_id = cfg.target
-            store.append(traj)
-    finally:
-        env.close()
-    trajs = store.load()
-    return {"path": str(store.path), "n": len(trajs), "passed": sum(t.reward >= 1.0 for t in trajs),
-            "policy_failures": failures, "rollouts": budget.stage_used("base_rollouts")}
+def base_jobs(cfg: CompareConfig, tasks: list[Any]) -> list[RolloutJob]:
+    """TRACE's base rollouts: the base model on each task, ``base_samples`` seeds each."""
+    return [RolloutJob(f"base:{cfg.model}", str(t), cfg.seed + s, None) for t in tasks for s in range(cfg.base_samples)]
 
 
-def _trace_analysis(cfg: CompareConfig, root: Path, base: dict[str, Any]) -> dict[str, Any]:
-    from ..analysis.aggregate import Thresholds
-    from ..analysis.labelers import GoldLabeler
-    from ..analysis.pipeline import run_analysis
-    from ..analysis.taxonomy import TAXONOMY
+def trace_plan(cfg: CompareConfig, budget: RolloutBudget, root: Path, tasks: list[Any]) -> TracePlan:
+    """The TRACE loop as compare runs it: every rollout charged to ``budget``, files under ``root/trace``."""
+    def base_policy() -> Any:
+        pol = cfg.base_policy()
+        pol.policy_id = f"base:{cfg.model}"
+        return pol
 
-    _, doc = run_analysis(base["path"], root / "trace" / "analysis", GoldLabeler(), list(TAXONOMY), runs=1,
-                          thresholds=Thresholds(k=1), seed=cfg.seed)
-    chosen = list(doc["selected"])[: cfg.max_capabilities]
-    fallback = []
-    if len(chosen) < cfg.min_capabilities:
-        # Too few pass the thresholds: take the next capabilities most often lacking on failed trajectories.
-        rest = sorted((c for c in doc["capabilities"] if c["capability"] not in chosen and c["mean_coverage"] > 0),
-                      key=lambda c: (-c["mean_coverage"], -c["mean_gap"], c["capability"]))
-        for c in rest[: cfg.min_capabilities - len(chosen)]:
-            chosen.append(c["capability"])
-            fallback.append(c["capability"])
-    return {"capabilities_json": str(root / "trace" / "analysis" / "capabilities.json"), "selected": doc["selected"],
-            "chosen": chosen, "fallback": fallback,
-            "summaries": [{k: c[k] for k in ("capability", "mean_coverage", "mean_gap", "selected")} for c in doc["capabilities"]]}
+    return TracePlan(
+        target=_target(cfg), root=root / "trace", model=cfg.model, base_policy=base_policy, jobs=base_jobs(cfg, tasks),
+        seed=cfg.seed, min_capabilities=cfg.min_capabilities, max_capabilities=cfg.max_capabilities,
+        cap_env_kwargs=cfg.cap_env_kwargs, calib_seeds=cfg.calib_seeds, calib_samples=cfg.calib_samples, mastered=cfg.mastered,
+        band=tuple(cfg.band) if cfg.band else None, tune_rounds=cfg.tune_rounds,
+        train=cfg.train, max_train_steps=cfg.max_train_steps, name_adapter=lambda i, cap: f"cap-{i}-{cap}",
+        routing_seeds=cfg.routing_seeds, embedder=cfg.embedder, budget=budget,
+        rollouts_path=root / "trace" / "base_rollouts.jsonl", index_path=root / "trace" / "router_index")
 
 
-def _trace_synthesis(cfg: CompareConfig, root: Path, analysis: dict[str, Any]) -> dict[str, Any]:
-    from ..analysis.pipeline import load_capabilities
-    from ..synthesis import synthesize
-    from ..synthesis.register import register_spec_files
-
-    domain = M.target_domain(cfg.target)
-    doc = load_capabilities(analysis["capabilities_json"])
-    outcomes = synthesize(doc, domain, root / "trace" / "specs", seed=cfg.seed, only=analysis["chosen"]) if analysis["chosen"] else []
-    made = [o for o in outcomes if o.path]
-    ids = register_spec_files([Path(o.path) for o in made]) if made else []
-    return {"outcomes": [dataclasses.asdict(o) for o in outcomes],
-            "envs": [{"capability": o.capability, "spec": o.path, "env_id": i} for o, i in zip(made, ids, strict=True)]}
-
-
-def _trace_calibration(cfg: CompareConfig, budget: RolloutBudget, synth: dict[str, Any]) -> dict[str, Any]:
-    from ..capabilities.calibrate import play_episode
-
-    budget.start_stage("calibration", 0)
-    policy = cfg.base_policy()
-    from ..policies.base import PolicyError
-
-    rows = []
-    for e in synth["envs"]:
-        env = M.capability_factory(e["spec"], cfg.cap_env_kwargs, budget, "calibration")()
-        rewards, errors = [], []
-        try:
-            for s in range(cfg.calib_seeds):
-                for k in range(cfg.calib_samples):
-                    try:
-                        r, _ = play_episode(env, policy, cfg.seed + s, k)
-                    except PolicyError as exc:  # the policy could not act (e.g. the prompt is too long): reward 0
-                        r = 0.0
-                        errors.append(str(exc)[:300])
-                    rewards.append(r)
-        finally:
-            env.close()
-        mean = sum(rewards) / len(rewards) if rewards else 0.0
-        rows.append({**e, "mean_reward": mean, "episodes": len(rewards), "policy_errors": errors,
-                     "train": mean < cfg.mastered})
-    return {"envs": rows, "rollouts": budget.stage_used("calibration")}
-
-
-def _trace_train(cfg: CompareConfig, budget: RolloutBudget, root: Path, calib: dict[str, Any], name: str,
-                 env: dict[str, Any], share: int) -> dict[str, Any]:
-    stage = f"train:{env['capability']}"
-    budget.start_stage(stage, 0)
-    steps = M.plan_train_steps(min(share, budget.remaining), cfg.train, cfg.max_train_steps)
-    if steps < 1:
-        return {"skipped": f"{share} rollouts are below one optimizer step", "rollouts": 0}
-    factory = M.capability_factory(env["spec"], cfg.cap_env_kwargs, budget, stage)
-    entry = M.train_adapter(model=cfg.model, seed=cfg.seed, env_factory=factory, env_id=env["env_id"],
-                            out=root / "trace" / "adapters" / name, steps=steps, train=cfg.train, run_name=name)
-    curve = entry.get("reward_curve") or []
-    tail = [r for _, r in curve[-3:]]
-    return {"adapter": name, "path": entry["path"], "capability": env["capability"], "env_id": env["env_id"],
-            "steps": steps, "rollouts": budget.stage_used(stage), "trainer_rollouts": entry.get("rollouts_used"),
-            "final_reward": sum(tail) / len(tail) if tail else 0.0, "reward_curve": curve, "train_wall_s": entry.get("seconds")}
-
-
-def _trace_routing(cfg: CompareConfig, budget: RolloutBudget, root: Path, base: dict[str, Any],
-                   adapters: list[dict[str, Any]], calib: dict[str, Any]) -> dict[str, Any]:
-    from ..capabilities.calibrate import ReferencePolicy
-    from ..rollout import TrajectoryStore, rollout
-    from ..route.base import NO_ADAPTER
-    from ..route.build import build_index
-    from ..route.embed import Embedder
-
-    budget.start_stage("routing", 0)
-    specs = {e["capability"]: e["spec"] for e in calib["envs"]}
-    corpora: dict[str, list[Any]] = {}
-    # The reference solution may need more turns than the step limit used for the model's episodes.
-    ref_kwargs = {k: v for k, v in cfg.cap_env_kwargs.items() if k != "max_steps"}
-    for a in adapters:
-        env = M.capability_factory(specs[a["capability"]], ref_kwargs, budget, "routing")()
-        ref = ReferencePolicy()
-        ref.bind_env(env.unwrapped)
-        trajs = []
-        try:
-            for s in range(cfg.routing_seeds):
-                t = rollout(env, ref, cfg.seed + s)
-                t.env_id = a["env_id"]
-                trajs.append(t)
-        finally:
-            env.close()
-        corpora[a["adapter"]] = trajs
-    corpora[NO_ADAPTER] = [t for t in TrajectoryStore(base["path"]).load() if t.reward >= 1.0]
-    try:
-        index = build_index(corpora, Embedder(cfg.embedder))
-    except ValueError as exc:
-        return {"skipped": f"no router index: {exc}", "rollouts": budget.stage_used("routing")}
-    path = root / "trace" / "router_index"
-    index.save(path)
-    return {"index": str(path), "n_examples": len(index.texts), "labels": sorted(set(index.labels)),
-            "rollouts": budget.stage_used("routing")}
-
-
-def _trace(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any], st: Stages) -> dict[str, Any]:
-    """TRACE's stages (each resumable); returns the method's summary."""
-    if M.target_domain(cfg.target) is None:
-        return {"skipped": "the offline analysis needs τ²-bench gold actions; TRACE here supports τ² targets", "rollouts": 0}
+def _trace(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any], st: StageStore) -> dict[str, Any]:
+    """TRACE through :func:`trace_gym.pipeline.run_trace` (each stage resumable); returns the method's summary."""
     if not cfg.can_train:
         return {"skipped": f"model {cfg.model!r} cannot be trained here (a server, a script or a given policy)", "rollouts": 0}
     budget = RolloutBudget(B, root / "trace" / "budget.json")
@@ -411,33 +268,17 @@ def _trace(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any], st: S
     tasks = train_tasks[:n_base_tasks]
     if budget.total < len(tasks) * cfg.base_samples or not tasks:
         return {"skipped": f"budget {B} cannot cover the base rollouts", "rollouts": 0, "budget": budget.to_dict()}
-    base = st.run("trace_base_rollouts", lambda: _trace_base_rollouts(cfg, budget, root, tasks))
-    analysis = st.run("trace_analysis", lambda: _trace_analysis(cfg, root, base))
-    synth = st.run("trace_synthesis", lambda: _trace_synthesis(cfg, root, analysis))
-    out: dict[str, Any] = {"base_rollouts": base, "analysis": analysis, "synthesis": synth}
-    if not synth["envs"]:
-        out.update(adapters=[], note="no capability env could be synthesized for this target: TRACE falls back to the base model")
-    else:
-        n_cal = len(synth["envs"]) * cfg.calib_seeds * cfg.calib_samples
-        if n_cal > budget.remaining:
-            out.update(adapters=[], note=f"calibration needs {n_cal} rollouts, {budget.remaining} left: TRACE falls back to the base model")
-        else:
-            calib = st.run("trace_calibration", lambda: _trace_calibration(cfg, budget, synth))
-            out["calibration"] = calib
-            todo = [e for e in calib["envs"] if e["train"]]
-            reserve = len(todo) * cfg.routing_seeds
-            share = (budget.remaining - reserve) // max(1, len(todo))
-            adapters = []
-            for i, e in enumerate(todo):
-                name = f"cap-{i}-{e['capability']}"
-                res = st.run(f"trace_train_{i}", lambda e=e, name=name: _trace_train(cfg, budget, root, calib, name, e, share))
-                if "skipped" not in res:
-                    adapters.append(res)
-            out["adapters"] = adapters
-            if adapters:
-                out["routing"] = st.run("trace_routing", lambda: _trace_routing(cfg, budget, root, base, adapters, calib))
-            else:
-                out["note"] = "no adapter was trained (budget or all capabilities mastered): TRACE falls back to the base model"
+    run = run_trace(trace_plan(cfg, budget, root, tasks), st, prefix="trace_")
+    if run.skipped:
+        return {"skipped": run.skipped, "rollouts": 0, "budget": budget.to_dict()}
+    out: dict[str, Any] = {}
+    for name in ("rollouts", "analysis", "synthesis", "calibration", "routing"):
+        res = getattr(run, name)
+        if res is not None:
+            out["base_rollouts" if name == "rollouts" else name] = res.to_dict()
+    out["adapters"] = [a.to_dict() for a in run.adapters]
+    if run.note:
+        out["note"] = run.note
     ledger = RolloutBudget(B, root / "trace" / "budget.json")
     out["rollouts"] = ledger.used
     out["budget"] = ledger.to_dict()
@@ -445,6 +286,10 @@ def _trace(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any], st: S
 
 
 # ----------------------------------------------------------------------------- policies for evaluation
+def _best(adapters: list[dict[str, Any]]) -> dict[str, Any]:
+    return max(adapters, key=lambda a: (a["final_reward"], -adapters.index(a)))
+
+
 def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: Path) -> tuple[Any, str]:
     """The evaluated policy of a method and a note on what it is."""
     gen = cfg.gen
@@ -470,7 +315,7 @@ def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: P
         return pol, result.get("note", "no adapters: base model")
     manifest = root / "trace" / "adapters" / "manifest.json"
     if method == "single":
-        best = max(adapters, key=lambda a: (a["final_reward"], -adapters.index(a)))
+        best = _best(adapters)
         return (M.adapter_policy(cfg.model, manifest, best["adapter"], seed=cfg.seed, gen=gen,
                                  policy_id=f"single:{Path(root).name}:{best['adapter']}"),
                 f"adapter {best['adapter']} (best final training reward), no routing")
@@ -479,7 +324,7 @@ def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: P
     from ..route.retrieval import RetrievalRouter
 
     if result.get("routing", {}).get("skipped"):  # no router: the best adapter answers every conversation
-        best = max(adapters, key=lambda a: (a["final_reward"], -adapters.index(a)))
+        best = _best(adapters)
         return (M.adapter_policy(cfg.model, manifest, best["adapter"], seed=cfg.seed, gen=gen,
                                  policy_id=f"trace:{Path(root).name}:{best['adapter']}"),
                 f"{result['routing']['skipped']}; adapter {best['adapter']} for every conversation")
@@ -503,11 +348,11 @@ def _resolve_target(cfg: CompareConfig, out: Path, log: Callable[[str], None]) -
         if cfg.target == "auto":
             raise ValueError("target 'auto' needs survey_domains to choose from")
         return None
-    survey = Stages(out, log).run("survey", lambda: base_survey(cfg, out, log))
+    survey = StageStore(out, log=log).run("survey", lambda: base_survey(cfg, out, log))
     if survey["all_zero"]:
         log(f"base success is 0 on every surveyed domain and split for {cfg.model}")
     if cfg.target == "auto":
-        cfg.target = f"trace/tau2-{survey['best_domain']}-v0"
+        cfg.target = env_id_for(survey["best_domain"])
         log(f"target: {cfg.target} (highest base pass^1 in the survey)")
     return survey
 
@@ -521,7 +366,8 @@ def _check_same_config(cfg: CompareConfig, root: Path) -> None:
     now = {k: v for k, v in cfg.to_dict().items() if k not in _FREE_KEYS}
     if path.exists():
         before = json.loads(path.read_text(encoding="utf-8"))
-        changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+        # a key only one side has (a field added by a newer version) counts as unchanged
+        changed = sorted(k for k in set(before) | set(now) if before.get(k, now.get(k)) != now.get(k, before.get(k)))
         if changed:
             raise ValueError(f"{root} holds a run with a different configuration (changed: {', '.join(changed)}); "
                              "use another --out or delete the folder")
@@ -538,10 +384,10 @@ def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budge
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     survey = shared.get("survey") if shared else _resolve_target(cfg, out, log)
-    splits = Stages(out, log).run("splits", lambda: _splits(cfg))
+    splits = StageStore(out, log=log).run("splits", lambda: _splits(cfg))
     root = budget_dir or out
     _check_same_config(cfg, root)
-    st = Stages(root, log)
+    st = StageStore(root, log=log)
     B = cfg.budget
     results: dict[str, dict[str, Any]] = {}
     trained: dict[str, dict[str, Any]] = {}
@@ -550,10 +396,10 @@ def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budge
     if "gepa" in cfg.methods:
         trained["gepa"] = st.run("gepa", lambda: _gepa(cfg, B, root, splits["train"]))
     if "trace" in cfg.methods:
-        trained["trace"] = st.run("trace", lambda: _trace(cfg, B, root, splits["train"], st))
+        trained["trace"] = _trace(cfg, B, root, splits["train"], st)
         if "single" in cfg.methods:
             trained["single"] = trained["trace"]
-    shared_st = Stages(out, log)  # the base model's score does not depend on B
+    shared_st = StageStore(out, log=log)  # the base model's score does not depend on B
 
     def eval_base() -> dict[str, Any]:
         def do() -> dict[str, Any]:

@@ -13,8 +13,8 @@ from typing import Any
 
 from ..io import atomic_write_text
 
-__all__ = ["table_rows", "markdown_table", "rich_table", "plot_methods", "render_outputs", "render_scaling",
-           "plot_scaling", "redraw"]
+__all__ = ["table_rows", "markdown_table", "rich_table", "rich_scores_table", "scores_markdown", "ledger_markdown",
+           "plot_methods", "render_outputs", "render_scaling", "plot_scaling", "redraw"]
 
 LABELS = {"base": "base", "grpo": "GRPO on target", "gepa": "GEPA", "trace": "TRACE (routed)",
           "single": "single capability adapter"}
@@ -44,8 +44,41 @@ def table_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
             "train_wall_s": r.get("train_wall_s", 0.0),
             "eval_wall_s": ev.get("eval_wall_s", ev.get("wall_s", 0.0)),
             "note": r.get("note", "") + (f"; {ev['forfeits']} action(s) forfeited (policy error)" if ev.get("forfeits") else ""),
+            "scores": ev.get("scores"),
         })
     return rows
+
+
+def _scores(doc: dict[str, Any]) -> dict[str, Any]:
+    return {r["method"]: r["scores"] for r in table_rows(doc) if r.get("scores")}
+
+
+def scores_markdown(doc: dict[str, Any]) -> str:
+    """Per report group (a ToolSandbox category): mean reward [95% CI] · perfect/episodes of each method, and
+    the refusal floor of the same tasks (empty when the evaluations carry no graded scores)."""
+    from ..pipeline.scores import scores_table
+
+    named = _scores(doc)
+    if not named:
+        return ""
+    rows = scores_table(named, "group")
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return ("\n\nPer group on the held-out tasks: mean reward [95% CI] · perfect (reward 1) episodes / episodes; "
+            "refusal floor: mean reward · perfect / tasks of an agent that refuses everything.\n\n" + "\n".join(lines) + "\n")
+
+
+def ledger_markdown(doc: dict[str, Any]) -> str:
+    """The rollout budget ledger: what each method spent, by stage."""
+    lines = []
+    for method, r in doc["methods"].items():
+        ledger = (doc.get("details", {}).get(method) or {}).get("budget") or {}
+        stages = ", ".join(f"{k} {v}" for k, v in (ledger.get("by_stage") or {}).items()) or "–"
+        lines.append(f"| {LABELS.get(method, method)} | {r['rollouts']} | {r['budget']} | {stages} |")
+    if not lines:
+        return ""
+    return ("\n\nRollout budget ledger (episodes played while learning; evaluation not counted):\n\n"
+            "| method | rollouts | budget | by stage |\n|---|---|---|---|\n" + "\n".join(lines) + "\n")
 
 
 def markdown_table(doc: dict[str, Any]) -> str:
@@ -70,7 +103,7 @@ def markdown_table(doc: dict[str, Any]) -> str:
             tail += f"| {s['domain']} | {s['split']} | {s['n_tasks']} | {_fmt(s['pass1'])} | {s['mean_reward']:.3f} |\n"
         if survey.get("all_zero"):
             tail += "\nThe base model scores 0 on every surveyed domain and split.\n"
-    return head + "\n".join(lines) + "\n" + tail
+    return head + "\n".join(lines) + "\n" + scores_markdown(doc) + ledger_markdown(doc) + tail
 
 
 def rich_table(doc: dict[str, Any]):
@@ -84,7 +117,29 @@ def rich_table(doc: dict[str, Any]):
     for r in rows:
         t.add_row(r["label"], str(r["rollouts"]), _fmt(r["pass1"]), f"{r['pass_k'][str(k)]['value']:.3f}",
                   f"{r['mean_reward']:.3f}", f"{r['train_wall_s']:.0f}", f"{r['eval_wall_s']:.0f}")
-    return t
+    from ..render import fit_table
+
+    return fit_table(t, "method")
+
+
+def rich_scores_table(doc: dict[str, Any]):
+    """The per-group scores of :func:`scores_markdown` as a terminal table (``None`` without graded scores)."""
+    from rich.table import Table
+
+    from ..pipeline.scores import scores_table
+    from ..render import fit_table
+
+    named = _scores(doc)
+    if not named:
+        return None
+    rows = scores_table(named, "group")
+    t = Table(title="per group: mean reward [95% CI] · perfect/episodes",
+              caption="refusal floor: an agent that refuses everything (mean · perfect/tasks)")
+    for i, c in enumerate(rows[0]):
+        t.add_column(c, justify="left" if i == 0 else "right")
+    for r in rows[1:]:
+        t.add_row(*r, style="bold" if r[0] == "overall" else None)
+    return fit_table(t, "group")
 
 
 def _plt():

@@ -9,16 +9,33 @@ Actions and observations are text (:class:`~trace_gym.core.spaces.TextSpace`).
 * ``step(action)`` parses the action (:func:`~trace_gym.core.toolcalls.parse_action`):
   tool calls are executed and their results observed; a plain message goes to the
   user side (:meth:`ToolEnv._respond`), whose reply is observed.  The observation is
-  the text of what happened since the agent's last action.
+  the text of what happened since the agent's last action.  This is the only step
+  loop: environment families change what an action does through the hooks below,
+  never by overriding ``reset`` or ``step``.
 * A malformed action is answered with an observation that explains the problem
   (``info["action_error"]``); it is recorded in the policy's view of the conversation
   (so an LLM can recover) but is not part of the scored transcript and changes no state.
 * ``terminated`` when the conversation ends (the agent or user stops, a transfer, ...);
-  ``truncated`` when the step limit is hit.  The reward is given once, at the end,
-  with its components in ``info["reward_info"]``.
+  ``truncated`` when the step limit is hit (or the environment ends the episode with
+  the reason ``"max_steps"``).  The reward is given once, at the end, with its
+  components in ``info["reward_info"]``.
 
-Subclasses implement :meth:`_start`, :meth:`_respond` and :meth:`_evaluate`, and
-may override :meth:`_call_tool`.  Randomness comes only from ``self.np_random``.
+Subclasses implement :meth:`_start`, :meth:`_respond` and :meth:`_evaluate`, and may
+override the other hooks:
+
+* :meth:`_call_tool` — run one tool call (default: the episode's :class:`ToolSet`);
+* :meth:`_act_calls` / :meth:`_act_message` — carry out a valid action's calls or
+  message as a whole (defaults: each call through :meth:`_call_tool`; the message to
+  :meth:`_respond`), using :meth:`_record_calls` / :meth:`_record_result` to keep
+  ``messages`` in the standard shape;
+* :meth:`_reject` — record a malformed action (extend it, e.g. to count the attempt);
+* :meth:`_after_step` — run after every valid action;
+* :meth:`_info_fields` / :meth:`_final_info` — extra ``info`` entries on every call /
+  on the step that ends the episode.
+
+Call :meth:`end` to finish the conversation; it may be called in :meth:`_start` too
+(the opening itself ended the episode), and then the first ``step`` executes nothing
+and only reports the end.  Randomness comes only from ``self.np_random``.
 """
 
 from __future__ import annotations
@@ -28,13 +45,15 @@ from typing import Any
 
 import gymnasium as gym
 
+from .pickling import PicklableByValue
 from .spaces import DEFAULT_MAX_LENGTH, TextSpace
-from .toolcalls import parse_action
+from .toolcalls import ParsedAction, parse_action
 from .tools import ToolResult, ToolSet
 
 __all__ = ["ToolEnv", "Episode", "render_messages"]
 
 FEEDBACK_NAME = "env_feedback"
+TRUNCATED = "max_steps"  # the termination reason that means truncation
 
 
 @dataclass(slots=True)
@@ -66,10 +85,12 @@ def render_messages(messages: list[dict[str, Any]]) -> str:
     return "\n\n".join(_render_one(m) for m in messages)
 
 
-class ToolEnv(gym.Env[str, str]):
+class ToolEnv(PicklableByValue, gym.Env[str, str]):
     """Base class for text-in, text-out, tool-using conversation environments."""
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+    # The reset option keys the env reads, when it declares them (front ends refuse other keys); None: undeclared.
+    reset_option_keys: frozenset[str] | None = None
 
     def __init__(
         self,
@@ -113,14 +134,71 @@ class ToolEnv(gym.Env[str, str]):
     def _call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         return self.tools.call(name, arguments)
 
+    def _act_calls(self, parsed: ParsedAction, extra: dict[str, Any]) -> None:
+        """Carry out a valid action that calls tools (``parsed.calls`` is not empty).
+
+        The default records the calls, runs each through :meth:`_call_tool` in order and
+        records its result.  Entries added to ``extra`` appear in this step's ``info``.
+        """
+        tool_calls = self._record_calls(parsed)
+        for tc, (name, arguments) in zip(tool_calls, parsed.calls, strict=True):
+            self._record_result(tc, self._call_tool(name, arguments), extra)
+
+    def _act_message(self, parsed: ParsedAction, extra: dict[str, Any]) -> None:
+        """Carry out a valid action that is a message to the user (``parsed.content``).
+
+        The default records it and appends the user side's answer (:meth:`_respond`).
+        """
+        msg = {"role": "assistant", "content": parsed.content}
+        self.messages.append(msg)
+        self.messages.extend(self._respond(msg))
+
+    def _reject(self, action: Any, error: str, extra: dict[str, Any]) -> None:
+        """Record a malformed action and the feedback that explains it (kept out of the
+        scored transcript; no state changes).  Overrides call ``super()`` first."""
+        before = len(self.messages)
+        self._invalid.update((before, before + 1))
+        raw = action if isinstance(action, str) else repr(action)
+        self.messages.append({"role": "assistant", "content": raw[: self.action_space.max_length]})
+        feedback = f"Your last action was not executed: {error}."
+        self.messages.append({"role": "user", "name": FEEDBACK_NAME, "content": feedback})
+        extra["action_error"] = error
+
     def _after_step(self) -> None:
         """Hook run after every valid agent action (e.g. sync derived state)."""
 
+    def _info_fields(self) -> dict[str, Any]:
+        """Extra entries for every ``info`` (after ``messages``, ``tools`` and ``step``), e.g. counters."""
+        return {}
+
+    def _final_info(self) -> dict[str, Any]:
+        """Extra entries for the ``info`` of the step that ends the episode (after ``reward_info``
+        and ``termination_reason``)."""
+        return {}
+
     # ------------------------------------------------------------------ helpers for subclasses
-    def end(self, reason: str) -> None:
-        """Mark the conversation finished; the current step returns ``terminated=True``."""
-        if self._termination_reason is None:
+    def end(self, reason: str, *, replace: bool = False) -> None:
+        """Mark the conversation finished; the current step returns ``terminated=True``
+        (``truncated=True`` for the reason ``"max_steps"``).  The first reason given in a step
+        stands unless ``replace`` is true (e.g. a limit that overrides a stop)."""
+        if replace or self._termination_reason is None:
             self._termination_reason = reason
+
+    def _record_calls(self, parsed: ParsedAction) -> list[dict[str, Any]]:
+        """Append the assistant message carrying ``parsed``'s calls; returns them as OpenAI
+        ``tool_calls`` (ids ``call_<n>``, numbered across the episode)."""
+        tool_calls = parsed.openai_tool_calls(start=self._call_counter)
+        self._call_counter += len(tool_calls)
+        self.messages.append({"role": "assistant", "content": parsed.content, "tool_calls": tool_calls})
+        return tool_calls
+
+    def _record_result(self, tool_call: dict[str, Any], result: ToolResult, extra: dict[str, Any]) -> None:
+        """Append the tool message answering ``tool_call``; an error result is listed in
+        ``info["tool_errors"]``."""
+        self.messages.append({"role": "tool", "tool_call_id": tool_call["id"], "name": tool_call["function"]["name"],
+                              "content": result.content})
+        if result.error:
+            extra.setdefault("tool_errors", []).append(tool_call["id"])
 
     def state_fingerprint(self) -> Any:
         """A value that changes whenever the environment's world state changes (e.g. a DB hash).
@@ -146,6 +224,7 @@ class ToolEnv(gym.Env[str, str]):
 
     def _info(self, **extra: Any) -> dict[str, Any]:
         info = {"messages": list(self.messages), "tools": self.tools.schemas(), "step": self._steps}
+        info.update(self._info_fields())
         info.update(extra)
         return info
 
@@ -159,6 +238,7 @@ class ToolEnv(gym.Env[str, str]):
     # ------------------------------------------------------------------ Gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
+        self._termination_reason = None  # _start may end the episode already
         episode = self._start(dict(options or {}))
         self.tools = episode.tools
         self.messages = []
@@ -169,7 +249,6 @@ class ToolEnv(gym.Env[str, str]):
         self._steps = 0
         self._call_counter = 0
         self._done = False
-        self._termination_reason = None
         parts = [render_messages(self.messages[:1])] if episode.system_prompt is not None else []
         if self.tools_in_observation and len(self.tools):
             listing = self.tools.listing()
@@ -189,42 +268,30 @@ class ToolEnv(gym.Env[str, str]):
         self._steps += 1
         before = len(self.messages)
         extra: dict[str, Any] = {}
-        parsed = parse_action(action)
-        if parsed.error is None and isinstance(action, str) and len(action) > self.action_space.max_length:
-            parsed.error = f"action too long: {len(action)} characters, the limit is {self.action_space.max_length}"
-            parsed.calls = []
-        if parsed.error is not None:
-            self._invalid.update((before, before + 1))
-            raw = action if isinstance(action, str) else repr(action)
-            self.messages.append({"role": "assistant", "content": raw[: self.action_space.max_length]})
-            feedback = f"Your last action was not executed: {parsed.error}."
-            self.messages.append({"role": "user", "name": FEEDBACK_NAME, "content": feedback})
-            extra["action_error"] = parsed.error
-        elif parsed.calls:
-            tool_calls = parsed.openai_tool_calls(start=self._call_counter)
-            self._call_counter += len(tool_calls)
-            self.messages.append({"role": "assistant", "content": parsed.content, "tool_calls": tool_calls})
-            for tc, (name, arguments) in zip(tool_calls, parsed.calls, strict=True):
-                res = self._call_tool(name, arguments)
-                self.messages.append({"role": "tool", "tool_call_id": tc["id"], "name": name, "content": res.content})
-                if res.error:
-                    extra.setdefault("tool_errors", []).append(tc["id"])
-            self._after_step()
-        else:
-            msg = {"role": "assistant", "content": parsed.content}
-            self.messages.append(msg)
-            self.messages.extend(self._respond(msg))
-            self._after_step()
-        terminated = self._termination_reason is not None
-        truncated = not terminated and self._steps >= self.max_steps
+        if self._termination_reason is None:  # else the opening ended the episode: only report it
+            parsed = parse_action(action)
+            if parsed.error is None and isinstance(action, str) and len(action) > self.action_space.max_length:
+                parsed.error = f"action too long: {len(action)} characters, the limit is {self.action_space.max_length}"
+                parsed.calls = []
+            if parsed.error is not None:
+                self._reject(action, parsed.error, extra)
+            else:
+                if parsed.calls:
+                    self._act_calls(parsed, extra)
+                else:
+                    self._act_message(parsed, extra)
+                self._after_step()
+        if self._termination_reason is None and self._steps >= self.max_steps:
+            self._termination_reason = TRUNCATED
+        truncated = self._termination_reason == TRUNCATED
+        terminated = self._termination_reason is not None and not truncated
         reward = 0.0
         if terminated or truncated:
             self._done = True
-            if truncated:
-                self._termination_reason = "max_steps"
             reward, breakdown = self._evaluate()
             extra["reward_info"] = breakdown
             extra["termination_reason"] = self._termination_reason
+            extra.update(self._final_info())
         # The agent knows what it sent: observe only what came back.
         new = self.messages[before + 1 :]
         self._last_obs = self._clip(render_messages(new))

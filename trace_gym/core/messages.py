@@ -21,6 +21,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .boundedjson import JSONLimitError
+from .boundedjson import loads as _loads
+
 __all__ = ["ToolCall", "Message", "Role", "validate_conversation", "MessageError"]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -51,14 +54,14 @@ class ToolCall:
         try:
             fn = d["function"]
             raw = fn.get("arguments", "{}")
-            args = json.loads(raw) if isinstance(raw, str) else raw
+            args = _loads(raw) if isinstance(raw, str) else raw
             if raw == "" or args is None:
                 args = {}
             if not isinstance(args, dict):
                 raise MessageError(f"tool call arguments must be a JSON object, got {type(args).__name__}")
             return cls(id=str(d["id"]), name=str(fn["name"]), arguments=args)
-        except (KeyError, TypeError, json.JSONDecodeError) as exc:
-            raise MessageError(f"malformed tool call {d!r}: {exc}") from None
+        except (KeyError, TypeError, AttributeError, json.JSONDecodeError, JSONLimitError) as exc:
+            raise MessageError(f"malformed tool call {str(d)[:200]}: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)

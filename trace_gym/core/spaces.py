@@ -9,7 +9,9 @@ It subclasses :class:`gymnasium.spaces.Text` so that Gymnasium's vector utilitie
 observations are tuples of strings.  Strings have no fixed-size buffer, so an
 :class:`~gymnasium.vector.AsyncVectorEnv` must be created with
 ``shared_memory=False`` (``gym.make_vec(..., vectorization_mode="async",
-vector_kwargs={"shared_memory": False})``).
+vector_kwargs={"shared_memory": False})``); with shared memory on it raises
+:class:`SharedMemoryError` saying so (Gymnasium's handler for ``Text`` would
+otherwise hand back fixed-size buffers that read as ``"aaaa..."``).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+from gymnasium.vector.utils import create_shared_memory
 
-__all__ = ["TextSpace", "DEFAULT_MAX_LENGTH"]
+__all__ = ["TextSpace", "DEFAULT_MAX_LENGTH", "SharedMemoryError"]
 
 DEFAULT_MAX_LENGTH = 1_000_000
 
@@ -71,3 +74,19 @@ class TextSpace(spaces.Text):
 
     def __hash__(self) -> int:
         return hash(("TextSpace", self.max_length))
+
+
+class SharedMemoryError(ValueError):
+    """An async vector env was asked to share a :class:`TextSpace` through fixed-size memory."""
+
+
+SHARED_MEMORY_HELP = (
+    "trace-gym observations are text of any length and cannot travel through the async vector env's shared memory; "
+    'pass vector_kwargs={"shared_memory": False} to gym.make_vec(..., vectorization_mode="async") '
+    "(or shared_memory=False to AsyncVectorEnv)"
+)
+
+
+@create_shared_memory.register(TextSpace)
+def _no_shared_memory(space: TextSpace, n: int = 1, ctx: Any = None) -> Any:
+    raise SharedMemoryError(SHARED_MEMORY_HELP)

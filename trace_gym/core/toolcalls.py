@@ -7,7 +7,8 @@ The grammar (checked in this order, after removing reasoning):
    everything up to it is removed.  Reasoning is never shown to the user.
 2. **Hermes / Qwen blocks** — if the action contains ``<tool_call>``, every
    ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` block is one call, in
-   order.  Text outside the blocks is kept as the assistant message's ``content`` (a
+   order; a block holding a JSON list of such objects (SmolLM2's
+   ``<tool_call>[{...}, {...}]</tool_call>``) is its calls, in order.  Text outside the blocks is kept as the assistant message's ``content`` (a
    preamble, as in the OpenAI format) but it is **not** delivered to the user: an action
    that calls tools talks to the tools only.
 3. **JSON** — if the whole action (optionally inside a single Markdown code fence) is a
@@ -26,7 +27,15 @@ text that starts with ``name(`` but is not valid call syntax,
 invalid JSON inside a block or in an action that starts with ``{``/``[``, a JSON object
 without a ``name``, positional arguments, non-literal values — is a format error:
 :attr:`ParsedAction.error` says what was wrong and how to write it instead, and the
-environment changes no state.  So is an empty action.
+environment changes no state.  So is an empty action, and so is an action over a
+limit: values nested more than :data:`MAX_DEPTH` levels, more than :data:`MAX_CALLS`
+calls in one action, call syntax ``name(...)`` longer than :data:`MAX_CALL_SYNTAX_CHARS`
+characters (JSON calls have no length limit of their own).
+
+Parsing is total and linear: no input of any shape or size raises, and the time is
+proportional to the action's length (tags are found with plain substring search,
+JSON nesting is measured before decoding, call syntax is bounded before Python's
+parser sees it).
 """
 
 from __future__ import annotations
@@ -37,13 +46,20 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .boundedjson import MAX_DEPTH, JSONLimitError
+from .boundedjson import loads as _loads
 from .messages import ToolCall
 
-__all__ = ["ParsedAction", "parse_action", "format_tool_call", "strip_reasoning"]
+__all__ = ["ParsedAction", "parse_action", "format_tool_call", "strip_reasoning", "MAX_DEPTH", "MAX_CALLS",
+           "MAX_CALL_SYNTAX_CHARS"]
 
-_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL)
-_BLOCK_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-_FENCE_RE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)
+MAX_CALLS = 64  # tool calls in one action
+MAX_CALL_SYNTAX_CHARS = 20_000  # Python's parser takes ~10 µs a character on some shapes: bound its input
+
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+_CALL_OPEN, _CALL_CLOSE = "<tool_call>", "</tool_call>"
+_CLOSE_RETRIES = 16  # later closing tags tried when a block's JSON holds "</tool_call>" in a string
+_FENCE_LANG = re.compile(r"[a-zA-Z0-9_-]*")
 _PYCALL_HEAD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\s*\(")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 
@@ -84,12 +100,32 @@ class ParsedAction:
 
 
 def strip_reasoning(text: str) -> str:
+    """Remove ``<think>...</think>`` blocks, then everything up to a last unopened ``</think>``."""
     if "think>" not in text:  # the common case: no reasoning to remove
         return text
-    text = _THINK_RE.sub("", text)
-    if "</think>" in text:
-        text = text.split("</think>")[-1]
-    return text
+    if _THINK_OPEN in text:
+        kept, pos = [], 0
+        while (start := text.find(_THINK_OPEN, pos)) >= 0:
+            end = text.find(_THINK_CLOSE, start + len(_THINK_OPEN))
+            if end < 0:  # no later block can close either
+                break
+            kept.append(text[pos:start])
+            pos = end + len(_THINK_CLOSE)
+        if pos:
+            kept.append(text[pos:])
+            text = "".join(kept)
+    cut = text.rfind(_THINK_CLOSE)
+    return text[cut + len(_THINK_CLOSE):] if cut >= 0 else text
+
+
+def _decode(text: str, where: str, help_text: str = _JSON_CALL_HELP) -> tuple[Any, str | None]:
+    """``(value, None)`` or ``(None, error)`` for JSON text from the agent."""
+    try:
+        return _loads(text), None
+    except json.JSONDecodeError as exc:
+        return None, f"{where}: invalid JSON ({exc.msg} at char {exc.pos}); {help_text}"
+    except JSONLimitError as exc:
+        return None, f"{where}: the JSON is over a limit ({exc})"
 
 
 def _call_from_obj(obj: Any, where: str) -> tuple[str, dict[str, Any]] | str:
@@ -106,10 +142,15 @@ def _call_from_obj(obj: Any, where: str) -> tuple[str, dict[str, Any]] | str:
         return f"{where}: unexpected keys {sorted(extra)} next to the call; put the tool's arguments inside \"arguments\""
     args: Any = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):
-        try:
-            args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError as exc:
-            return f"{where}: \"arguments\" is a string that is not valid JSON ({exc.msg} at char {exc.pos})"
+        if not args.strip():
+            args = {}
+        else:
+            try:
+                args = _loads(args)
+            except json.JSONDecodeError as exc:
+                return f"{where}: \"arguments\" is a string that is not valid JSON ({exc.msg} at char {exc.pos})"
+            except JSONLimitError as exc:
+                return f"{where}: \"arguments\" is a string whose JSON is over a limit ({exc})"
     if args is None:
         args = {}
     if not isinstance(args, dict):
@@ -117,33 +158,69 @@ def _call_from_obj(obj: Any, where: str) -> tuple[str, dict[str, Any]] | str:
     return name, args
 
 
+def _too_many(n: int) -> ParsedAction:
+    return ParsedAction(error=f"more than {MAX_CALLS} tool calls in one action ({n} or more); send at most {MAX_CALLS} at a time")
+
+
 def _parse_blocks(text: str) -> ParsedAction:
     calls: list[tuple[str, dict[str, Any]]] = []
-    for i, m in enumerate(_BLOCK_RE.finditer(text)):
-        body = m.group(1).strip()
-        try:
-            obj = json.loads(body)
-        except json.JSONDecodeError as exc:
-            return ParsedAction(error=f"<tool_call> block {i + 1}: invalid JSON ({exc.msg} at char {exc.pos}); {_JSON_CALL_HELP}")
-        res = _call_from_obj(obj, f"<tool_call> block {i + 1}")
-        if isinstance(res, str):
-            return ParsedAction(error=res)
-        calls.append(res)
-    rest = _BLOCK_RE.sub("", text)
-    if "<tool_call>" in rest or "</tool_call>" in rest:
+    rest: list[str] = []
+    pos = 0
+    while (start := text.find(_CALL_OPEN, pos)) >= 0:
+        end = text.find(_CALL_CLOSE, start + len(_CALL_OPEN))
+        if end < 0:  # no later block can close either
+            break
+        n = len(calls) + 1
+        if n > MAX_CALLS:
+            return _too_many(n)
+        where = f"<tool_call> block {n}"
+        obj, error = _decode(text[start + len(_CALL_OPEN):end].strip(), where)
+        # A closing tag may sit inside a JSON string argument: try a few later closing tags
+        # (a bounded number, so parsing stays linear) before reporting the first error.
+        later = end
+        for _ in range(_CLOSE_RETRIES if error is not None else 0):
+            later = text.find(_CALL_CLOSE, later + len(_CALL_CLOSE))
+            if later < 0:
+                break
+            obj2, error2 = _decode(text[start + len(_CALL_OPEN):later].strip(), where)
+            if error2 is None:
+                obj, error, end = obj2, None, later
+                break
+        if error is not None:
+            return ParsedAction(error=error)
+        items = obj if isinstance(obj, list) else [obj]  # a JSON list in one block: several calls (SmolLM2)
+        if not items:
+            return ParsedAction(error=f"{where}: an empty list calls nothing; {_JSON_CALL_HELP}, "
+                                      "or send plain text without <tool_call> to talk to the user")
+        if len(calls) + len(items) > MAX_CALLS:
+            return _too_many(len(calls) + len(items))
+        for i, item in enumerate(items):
+            res = _call_from_obj(item, where if len(items) == 1 else f"{where}, call {i + 1}")
+            if isinstance(res, str):
+                return ParsedAction(error=res)
+            calls.append(res)
+        rest.append(text[pos:start])
+        pos = end + len(_CALL_CLOSE)
+    rest.append(text[pos:])
+    outside = "".join(rest)
+    if _CALL_OPEN in outside or _CALL_CLOSE in outside:
         return ParsedAction(error="unbalanced <tool_call> tags: every <tool_call> needs a matching </tool_call>")
-    preamble = rest.strip() or None
+    preamble = outside.strip() or None
     return ParsedAction(content=preamble, calls=calls)
 
 
 def _parse_json(text: str) -> ParsedAction:
     try:
-        obj = json.loads(text)
+        obj = _loads(text)
     except json.JSONDecodeError as exc:
         return ParsedAction(error=f"the action starts like JSON but is not valid JSON ({exc.msg} at char {exc.pos}); {_JSON_CALL_HELP}, or send plain text to talk to the user")
+    except JSONLimitError as exc:
+        return ParsedAction(error=f"the action's JSON is over a limit ({exc})")
     items = obj if isinstance(obj, list) else [obj]
     if not items:
         return ParsedAction(error=f"an empty JSON list calls nothing; {_JSON_CALL_HELP}")
+    if len(items) > MAX_CALLS:
+        return _too_many(len(items))
     calls = []
     for i, item in enumerate(items):
         res = _call_from_obj(item, "JSON call" if len(items) == 1 else f"JSON call {i + 1}")
@@ -153,33 +230,48 @@ def _parse_json(text: str) -> ParsedAction:
     return ParsedAction(calls=calls)
 
 
-def _literal(node: ast.AST) -> Any:
+class _TooDeep(ValueError):
+    pass
+
+
+def _literal(node: ast.AST, depth: int = 1) -> Any:
+    if depth > MAX_DEPTH:
+        raise _TooDeep
+    if type(node) is ast.Constant and type(node.value) in _JSON_SCALARS:
+        return node.value
     # Accept JSON spellings too: true/false/null.
     if isinstance(node, ast.Name) and node.id in ("true", "false", "null"):
         return {"true": True, "false": False, "null": None}[node.id]
-    if isinstance(node, ast.List):
-        return [_literal(e) for e in node.elts]
-    if isinstance(node, ast.Tuple):
-        return [_literal(e) for e in node.elts]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_literal(e, depth + 1) for e in node.elts]
     if isinstance(node, ast.Dict):
-        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values, strict=True)}  # type: ignore[arg-type]
+        return {_literal(k, depth + 1): _literal(v, depth + 1) for k, v in zip(node.keys, node.values, strict=True)}  # type: ignore[arg-type]
+    if isinstance(node, ast.Set):
+        raise ValueError("a set is not a JSON value")
     value = ast.literal_eval(node)
-    if type(value) not in _JSON_SCALARS:  # sets, bytes, complex numbers, ...: no JSON spelling
+    if type(value) not in _JSON_SCALARS:  # bytes, complex numbers, ...: no JSON spelling
         raise ValueError(f"{type(value).__name__} is not a JSON value")
     return value
+
+
+_SYNTAX_HELP = "the action starts like a call name(arg=value, ...) but is not valid call syntax; check quotes, commas and brackets"
 
 
 def _parse_python(text: str) -> ParsedAction | None:
     """Python call syntax; None if the text is not an attempted call."""
     if not _PYCALL_HEAD.match(text):
         return None
+    if len(text) > MAX_CALL_SYNTAX_CHARS:
+        return ParsedAction(error=f"call syntax name(...) is limited to {MAX_CALL_SYNTAX_CHARS} characters, got {len(text)}; "
+                                  f"send a longer call as JSON: {_JSON_CALL_HELP}")
     try:
         tree = ast.parse(text, mode="exec")
     except (SyntaxError, ValueError):
-        return ParsedAction(
-            error="the action starts like a call name(arg=value, ...) but is not valid call syntax; "
-            "check quotes, commas and brackets"
-        )
+        return ParsedAction(error=_SYNTAX_HELP)
+    except (RecursionError, MemoryError):  # Python's parser gives up on deeply nested expressions
+        return ParsedAction(error=f"the call is nested too deeply to parse; values may nest at most {MAX_DEPTH} levels")
+    if len(tree.body) > MAX_CALLS and all(isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) for stmt in tree.body):
+        return _too_many(len(tree.body))
     calls = []
     for stmt in tree.body:
         if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name)):
@@ -194,7 +286,9 @@ def _parse_python(text: str) -> ParsedAction | None:
                 return ParsedAction(error=f"{name}(...): **kwargs is not allowed; name each argument")
             try:
                 args[kw.arg] = _literal(kw.value)
-            except (ValueError, TypeError, SyntaxError):
+            except _TooDeep:
+                return ParsedAction(error=f"{name}(...): argument {kw.arg!r} is nested more than {MAX_DEPTH} levels deep; send flatter arguments")
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
                 return ParsedAction(error=f"{name}(...): argument {kw.arg!r} must be a literal (string, number, boolean, None, list or dict)")
         calls.append((name, args))
     if not calls:
@@ -202,18 +296,26 @@ def _parse_python(text: str) -> ParsedAction | None:
     return ParsedAction(calls=calls)
 
 
+def _unfence(text: str) -> str:
+    """The body of a whole-action Markdown code fence (```lang ... ```), or the text itself."""
+    if len(text) < 6 or not text.startswith("```") or not text.endswith("```"):
+        return text
+    inner = text[3:-3]
+    lang = _FENCE_LANG.match(inner)
+    return inner[lang.end() if lang else 0:].strip()
+
+
 def parse_action(action: str) -> ParsedAction:
     """Parse one text action; see the module docstring for the grammar."""
     if not isinstance(action, str):
         return ParsedAction(error=f"an action must be a string, got {type(action).__name__}")
     text = strip_reasoning(action)
-    if "<tool_call>" in text or "</tool_call>" in text:
+    if _CALL_OPEN in text or _CALL_CLOSE in text:
         return _parse_blocks(text)
     stripped = text.strip()
     if not stripped:
         return ParsedAction(error="empty action: send a message to the user or call a tool")
-    fence = _FENCE_RE.match(stripped) if stripped.startswith("```") else None
-    body = fence.group(1).strip() if fence else stripped
+    body = _unfence(stripped)
     if body.startswith("{") or body.startswith("[{") or (body.startswith("[") and body.endswith("]") and '"name"' in body):
         return _parse_json(body)
     py = _parse_python(body)

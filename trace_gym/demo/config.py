@@ -1,4 +1,11 @@
-"""How big each stage of the demo is, for the real model and for the tiny test model."""
+"""How big each stage of the demo is, for the real model and for the tiny test model, per target.
+
+Two kinds of target: **ToolSandbox** (``--target toolsandbox``): the model
+plays train-split scenarios itself and its own successes and failures feed the analysis
+(a success is a milestone similarity of at least :data:`TOOLSANDBOX_SUCCESS`); and a
+**τ²-bench** env (``--target tau2-retail``, the default, or a full env id), where a deliberately flawed
+scripted agent supplies the successes and failures a small model cannot produce.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +13,25 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DemoConfig", "MODELS"]
+__all__ = ["DemoConfig", "MODELS", "TARGETS", "TOOLSANDBOX_SUCCESS", "resolve_target"]
 
 MODELS = ("smollm2", "tiny")
+TOOLSANDBOX = "trace/toolsandbox-v0"
+# A ToolSandbox episode counts as a success for the analysis and the router at this milestone similarity:
+# most milestones reached (e.g. the right tool with one argument off), not a perfect 1.0, which a small
+# model rarely reaches; reports still give the perfect count beside the mean similarity.
+TOOLSANDBOX_SUCCESS = 0.7
+# short target names of the demo -> env id
+TARGETS = {"toolsandbox": TOOLSANDBOX, "tau2-retail": "trace/tau2-retail-v0"}
+
+
+def resolve_target(name: str) -> str:
+    """The env id of a demo target name (a short name of :data:`TARGETS`, or a full env id as given)."""
+    if name in TARGETS:
+        return TARGETS[name]
+    if "/" not in name:
+        raise ValueError(f"target must be one of {sorted(TARGETS)} or a full env id, got {name!r}")
+    return name
 
 
 @dataclass
@@ -24,11 +47,15 @@ class DemoConfig:
 
     out: Path = Path("runs/demo")
     domain: str = "retail"
+    target: str = ""              # the target env id (default: the τ²-bench env of ``domain``)
     model: str = "smollm2"  # smollm2 | tiny
     seed: int = 0
+    scripted: bool | None = None  # the flawed scripted agent feeds the analysis (default: every target but ToolSandbox)
+    success: float | None = None  # reward that counts as success (default: ToolSandbox TOOLSANDBOX_SUCCESS, else the env's)
     # 1. rollouts on the target (train split)
     scripted_tasks: int = 8       # tasks the flawed scripted agent plays (every variant on each; costs nothing)
     base_tasks: int = 4           # of those, how many the model plays
+    base_samples: int = 1         # seeds the model plays each of its tasks with
     env_max_steps: int = 8        # τ² orchestrator steps per model episode (agent + user + tool turns)
     max_new_tokens: int = 64
     temperature: float = 0.7
@@ -37,6 +64,9 @@ class DemoConfig:
     calib_seeds: int = 2
     calib_samples: int = 2
     cap_max_steps: int = 4        # capability-env steps per model episode
+    band: tuple[float, float] | None = None  # base mean reward each env's knobs are tuned toward (paper: 0.2–0.6)
+    tune_rounds: int = 0          # rounds of that knob search (0: calibration only measures)
+    min_capabilities: int = 0     # capabilities to synthesize even below the analysis thresholds
     # 4. training
     max_adapters: int = 1
     train_steps: int = 2
@@ -55,13 +85,28 @@ class DemoConfig:
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
+        if not self.target:
+            from ..tau2.entries import env_id_for
+
+            self.target = env_id_for(self.domain)
+        self.target = resolve_target(self.target)
+        if self.scripted is None:
+            self.scripted = self.target != TOOLSANDBOX
+        if self.success is None and self.target == TOOLSANDBOX:
+            self.success = TOOLSANDBOX_SUCCESS
+        if self.band is not None:
+            self.band = (float(self.band[0]), float(self.band[1]))
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
 
     @classmethod
     def for_run(cls, *, out: str | Path = "runs/demo", domain: str = "retail", model: str = "smollm2", fast: bool = False,
-                seed: int = 0) -> DemoConfig:
-        cfg = cls(out=Path(out), domain=domain, model=model, seed=seed)
+                seed: int = 0, target: str = "tau2-retail") -> DemoConfig:
+        """The demo's sizes for ``model`` on ``target`` (``--fast``: smaller)."""
+        env_id = resolve_target(target) if target else ""
+        if env_id == TOOLSANDBOX:
+            return cls._toolsandbox(out=Path(out), model=model, fast=fast, seed=seed)
+        cfg = cls(out=Path(out), domain=domain, model=model, seed=seed, target=env_id)
         if fast:
             cfg.scripted_tasks, cfg.base_tasks, cfg.env_max_steps = 6, 1, 2
             cfg.calib_samples, cfg.cap_max_steps = 1, 1
@@ -76,7 +121,33 @@ class DemoConfig:
             cfg.router_seeds, cfg.eval_tasks, cfg.eval_trials = 3, 1, 2
         return cfg
 
+    @classmethod
+    def _toolsandbox(cls, *, out: Path, model: str, fast: bool, seed: int) -> DemoConfig:
+        """ToolSandbox sizes: prompts are ~1–2k characters (2–4 tools), so the model plays more episodes and
+        trains more steps than on τ²; no scripted agent; capability envs tuned toward the 20–60% band.
+        Not timed on an idle machine yet: the sizes follow the τ² demo's per-step costs scaled by prompt length."""
+        cfg = cls(out=out, model=model, seed=seed, target=TOOLSANDBOX, env_kwargs={})
+        cfg.scripted_tasks, cfg.base_tasks, cfg.base_samples, cfg.env_max_steps = 0, 16, 2, 12
+        cfg.max_new_tokens, cfg.temperature, cfg.batch_size = 96, 0.7, 8
+        cfg.calib_seeds, cfg.calib_samples, cfg.cap_max_steps = 2, 4, 8
+        cfg.band, cfg.tune_rounds, cfg.min_capabilities = (0.2, 0.6), 1, 1
+        cfg.max_adapters, cfg.train_steps, cfg.group_size, cfg.train_max_turns = 2, 12, 4, 4
+        cfg.train_tokens_per_turn, cfg.train_completion_tokens, cfg.learning_rate = 64, 512, 1e-4
+        cfg.router_seeds, cfg.eval_tasks, cfg.eval_trials = 6, 16, 2
+        if fast:
+            cfg.base_tasks, cfg.base_samples, cfg.calib_samples, cfg.train_steps, cfg.eval_tasks = 8, 2, 2, 6, 8
+            cfg.max_adapters = 1
+        if model == "tiny":  # plumbing only: minimal sizes so a test runs the whole loop quickly
+            cfg.base_tasks, cfg.base_samples, cfg.env_max_steps = 8, 1, 4
+            cfg.max_new_tokens, cfg.batch_size = 8, 4
+            cfg.calib_seeds, cfg.calib_samples, cfg.cap_max_steps, cfg.tune_rounds = 1, 2, 4, 1
+            cfg.max_adapters, cfg.train_steps, cfg.group_size, cfg.train_max_turns = 1, 1, 2, 2
+            cfg.train_tokens_per_turn, cfg.train_completion_tokens = 6, 48
+            cfg.router_seeds, cfg.eval_tasks, cfg.eval_trials = 2, 4, 1
+        return cfg
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["out"] = str(self.out)
+        d["band"] = list(self.band) if self.band is not None else None
         return d

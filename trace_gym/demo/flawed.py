@@ -25,7 +25,7 @@ from typing import Any
 from ..core.toolcalls import format_tool_call
 from ..policies.scripted import ScriptedPolicy
 
-__all__ = ["VARIANTS", "flawed_script", "flawed_policy", "payment_alternatives", "variants_for"]
+__all__ = ["VARIANTS", "demo_tasks", "flawed_script", "flawed_policy", "payment_alternatives", "variants_for", "write_tools"]
 
 VARIANTS = ("faithful", "skips-write", "wrong-payment", "no-confirmation")
 PAYMENT_ARG = "payment_method_id"
@@ -106,3 +106,37 @@ def flawed_policy(script: list[str], variant: str) -> ScriptedPolicy:
 
     fn: Callable[[list[dict[str, Any]], list[dict[str, Any]]], str] = act
     return ScriptedPolicy(fn, policy_id=f"flawed-scripted:{variant}")
+
+
+def _source(env_id: str) -> Any:
+    from ..core.tasks import task_source_for
+
+    return task_source_for(env_id)
+
+
+def write_tools(env_id: str, task_id: str) -> frozenset[str]:
+    """The tools of ``env_id`` that change the world state (from a task's gold reference)."""
+    gold = _source(env_id).gold(str(task_id))
+    return gold.write_tools if gold is not None else frozenset()
+
+
+def task_database(env_id: str) -> dict[str, Any]:
+    """The τ²-bench database of the target's domain (users, orders, payment methods)."""
+    from ..tau2.data import domain_dir, read_db_file
+
+    return read_db_file(domain_dir(_source(env_id).domain) / "db.json")
+
+
+def demo_tasks(env_id: str, n: int) -> list[dict[str, Any]]:
+    """The first ``n`` train-split tasks of ``env_id`` on which every variant applies (split order), as
+    ``{"id", "evaluation_criteria"}`` from each task's gold reference."""
+    src = _source(env_id)
+    tasks = []
+    for tid in src.task_ids("train"):
+        gold = src.gold(tid)
+        tasks.append({"id": tid, "evaluation_criteria": dict(gold.details) if gold is not None else {}})
+    db = task_database(env_id)
+    writes = write_tools(env_id, tasks[0]["id"])
+    full = [t for t in tasks if variants_for(t, writes, db) == list(VARIANTS)]
+    rest = [t for t in tasks if t not in full]
+    return (full + rest)[:n]

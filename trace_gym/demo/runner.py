@@ -1,51 +1,23 @@
-"""Running the demo's stages in order, skipping finished ones, and the closing summary."""
+"""Running the demo: the TRACE loop of :mod:`trace_gym.pipeline`, the evaluation, and the closing summary."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from ..eval.report import comparison_table, report_table
 from ..io import atomic_write_json
+from ..pipeline import Evaluation, StageStore, evaluate_policies, run_trace
+from ..progress import reporting
+from ..render import fit_table
 from .config import DemoConfig
-from .stages import STAGES, Context, StageResult
+from .stages import ROWS, Context, demo_plan, show, spread, summarize
 
-__all__ = ["run_demo", "verdict"]
-
-
-def _record_path(cfg: DemoConfig, name: str) -> Path:
-    return cfg.out / "stages" / f"{name}.json"
-
-
-def _load_record(cfg: DemoConfig, name: str) -> tuple[dict[str, Any] | None, str]:
-    """A finished stage's record when its sizes match and its artifacts are all still there;
-    else ``None`` and why the stage has to run."""
-    path = _record_path(cfg, name)
-    if not path.exists():
-        return None, "not run yet"
-    try:
-        rec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        return None, f"unreadable record {path} ({exc})"
-    if rec.get("config") != cfg.to_dict():
-        changed = sorted(k for k, v in cfg.to_dict().items() if (rec.get("config") or {}).get(k) != v)
-        return None, f"settings changed since the last run: {', '.join(changed)}"
-    missing = [a for a in rec.get("artifacts", []) if not (Path(a).exists() or (cfg.out.parent / a).exists())]
-    if missing:
-        return None, f"artifacts missing: {', '.join(missing[:3])}"
-    return rec, ""
-
-
-def _cpu_seconds() -> float:
-    """CPU time of this process and its finished children (on a busy shared machine, a better
-    yardstick than wall time for what the stage costs)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+__all__ = ["run_demo", "verdict", "summary_table", "print_summary"]
 
 
 def verdict(found: dict[str, Any]) -> str:
@@ -58,6 +30,11 @@ def verdict(found: dict[str, Any]) -> str:
     d = routed["mean_reward"] - base["mean_reward"]
     nums = (f"base {base['mean_reward']:.3f} → routed {routed['mean_reward']:.3f} mean reward, "
             f"pass^1 {base['pass^1']:.3f} → {routed['pass^1']:.3f}")
+    sb, sr = (base.get("scores") or {}).get("overall"), (routed.get("scores") or {}).get("overall")
+    if sb and sr:
+        nums += f", perfect {sb['perfect']} → {sr['perfect']} of {sb['episodes']}"
+        if "floor" in sb:
+            nums += f"; refusing everything scores {sb['floor']['mean']:.3f}"
     if d > 1e-9:
         return f"routed adapters improved on the held-out tasks ({nums}); with so few tasks this is not significant"
     if d < -1e-9:
@@ -66,7 +43,8 @@ def verdict(found: dict[str, Any]) -> str:
 
 
 def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, Any]:
-    """Run (or resume) every stage; print and write ``<out>/summary.json``; return the summary."""
+    """Run (or resume) the TRACE loop (:func:`trace_gym.pipeline.run_trace`) and the evaluation; print and write
+    ``<out>/summary.json``; return the summary."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import trace_gym  # noqa: F401  (registers the env ids)
@@ -74,46 +52,96 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, Any]:
     console = console or Console()
     cfg.out.mkdir(parents=True, exist_ok=True)
     ctx = Context(cfg, console)
-    console.rule(f"[bold]trace-gym demo[/bold]: {cfg.model} on trace/tau2-{cfg.domain}-v0 → {cfg.out}")
-    rows: list[dict[str, Any]] = []
+    console.rule(f"[bold]trace-gym demo[/bold]: {cfg.model} on {cfg.target} → {cfg.out}")
+    titles = {stage: title for _, title, stages in ROWS for stage in stages}
+    titles.update(synthesis="3. synthesis", calibration="3. calibration")
+
+    def starting(msg: str) -> None:  # the store announces each stage it runs
+        name = msg.split()[1]
+        console.rule(titles.get(name, name))
+        if "running again" in msg:
+            console.print(f"[yellow]{msg[msg.index('(') + 1 : msg.rindex(')')]}[/yellow]")
+
+    store = StageStore(cfg.out, fingerprint=cfg.to_dict(), log=starting)
+
+    def finished(name: str, result: Any) -> None:
+        rec = store.records[name]
+        if rec.resumed:
+            console.rule(f"{titles.get(name, name)} [dim](done in an earlier run; skipped)[/dim]")
+        show(ctx, name, result)
+        if not rec.resumed:
+            console.print(f"[green]{titles.get(name, name)} done in {rec.seconds:.0f} s[/green] ({rec.cpu_seconds:.0f} CPU s)")
+
     started = time.perf_counter()
-    for name, title, fn in STAGES:
-        rec, why = _load_record(cfg, name)
-        if rec is not None:
-            console.rule(f"{title} [dim](done in an earlier run; skipped)[/dim]")
-            console.print(rec["headline"])
-            ctx.results[name] = StageResult(rec["found"], rec["artifacts"], rec["headline"])
-            rows.append({**rec, "resumed": True})
-            continue
-        console.rule(title)
-        if why != "not run yet":
-            console.print(f"[yellow]running again: {why}[/yellow]")
-        t0, c0 = time.perf_counter(), _cpu_seconds()
-        res = fn(ctx)
-        secs, cpu = time.perf_counter() - t0, _cpu_seconds() - c0
-        ctx.results[name] = res
-        rec = {"stage": name, "title": title, "seconds": round(secs, 1), "cpu_seconds": round(cpu, 1), "found": res.found, "artifacts": res.artifacts,
-               "headline": res.headline, "config": cfg.to_dict()}
-        atomic_write_json(_record_path(cfg, name), rec)
-        console.print(f"[green]{title} done in {secs:.0f} s[/green] ({cpu:.0f} CPU s): {res.headline}")
-        rows.append({**rec, "resumed": False})
+    plan, extra = demo_plan(ctx)
+    with reporting(console):  # every long stage shows a progress line (plain lines when not on a terminal)
+        run_trace(plan, store, on_stage=finished)
+        policies = {"base": lambda: ctx.load("base")}
+        if (ctx.adapters_dir / "router_index.json").exists():
+            policies["routed"] = lambda: ctx.load("routed")
+        target = ctx.eval_target
+        tasks = spread(target, "test", cfg.eval_tasks)  # held-out tasks, in turn from each report group
+        evaluation = store.run("evaluation", lambda: evaluate_policies(
+            target, policies, tasks, cfg.eval_trials, cfg.out / "eval", base_seed=cfg.seed,
+            batch_size=min(cfg.batch_size, cfg.eval_trials), on_report=lambda doc: console.print(report_table(doc))),
+            Evaluation)
+    finished("evaluation", evaluation)
+    if len(evaluation.reports) > 1:
+        console.print(comparison_table(evaluation.reports))
+    console.print(scores_rich_table(evaluation.reports))
+    rows = []
+    for row, title, stages in ROWS:
+        recs = [store.records[s] for s in stages if s in store.records]
+        found, artifacts, headline = summarize(ctx, row, extra)
+        rows.append({"stage": row, "title": title, "seconds": round(sum(r.seconds for r in recs), 1),
+                     "cpu_seconds": round(sum(r.cpu_seconds for r in recs), 1), "headline": headline, "found": found,
+                     "artifacts": artifacts, "resumed": bool(recs) and all(r.resumed for r in recs)})
     summary = {
         "config": cfg.to_dict(),
-        "stages": [{k: r[k] for k in ("stage", "title", "seconds", "cpu_seconds", "headline", "found", "artifacts", "resumed")}
-                   for r in rows],
+        "stages": rows,
         "total_seconds_this_run": round(time.perf_counter() - started, 1),
-        "verdict": verdict(ctx.results["evaluation"].found),
+        "verdict": verdict(rows[-1]["found"]),
     }
     atomic_write_json(cfg.out / "summary.json", summary)
-    table = Table(title=f"TRACE demo summary ({cfg.model}, {cfg.domain})", show_lines=True)
-    table.add_column("stage")
+    print_summary(console, summary, cfg.out / "summary.json")
+    return summary
+
+
+def scores_rich_table(reports: list[dict[str, Any]]) -> Table:
+    """Mean reward [95% CI] · perfect/episodes per report group, one column per evaluated policy, refusal floor last."""
+    from ..pipeline import scores_table
+
+    rows = scores_table({d["spec"]: d["scores"] for d in reports if d.get("scores")}, "group")
+    table = Table(title="held-out tasks per group: mean reward [95% CI] · perfect/episodes",
+                  caption="refusal floor: what refusing every request scores on the same tasks (mean · perfect/tasks)")
+    for i, col in enumerate(rows[0]):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    for r in rows[1:]:
+        table.add_row(*r, style="bold" if r[0] == "overall" else None)
+    return fit_table(table, rows[0][0])
+
+
+def summary_table(summary: dict[str, Any]) -> Table:
+    """The closing table: one row per stage (what it found, wall and CPU seconds) and the verdict; fits 80 columns."""
+    cfg = summary["config"]
+    rows = summary["stages"]
+    table = Table(title=f"TRACE demo summary ({cfg['model']}, {cfg['target']})", show_lines=True)
+    table.add_column("stage", max_width=15)  # titles wrap, leaving the room to the ids in what was found
     table.add_column("what it found")
-    table.add_column("wall s (CPU s)", justify="right")
-    table.add_column("artifacts")
+    table.add_column("s (CPU s)", justify="right")
     for r in rows:
         secs = f"{r['seconds']:.0f} ({r.get('cpu_seconds', 0):.0f})" + ("\nearlier run" if r["resumed"] else "")
-        table.add_row(r["title"], r["headline"], secs, "\n".join(r["artifacts"][:4]) + ("\n…" if len(r["artifacts"]) > 4 else ""))
+        table.add_row(r["title"], r["headline"], secs)
     total = f"{sum(r['seconds'] for r in rows):.0f} ({sum(r.get('cpu_seconds', 0) for r in rows):.0f})"
-    table.add_row("total", summary["verdict"], total, str(cfg.out / "summary.json"), style="bold")
-    console.print(table)
-    return summary
+    table.add_row("total", summary["verdict"], total, style="bold")
+    return fit_table(table, "s (CPU s)")
+
+
+def print_summary(console: Console, summary: dict[str, Any], path: Any) -> None:
+    """The closing table, then every stage's artifacts, one path per line (never cut)."""
+    console.print(summary_table(summary))
+    console.print("[bold]artifacts[/bold]")
+    for r in summary["stages"]:
+        for a in r["artifacts"]:
+            console.print(f"  {r['title'].split(' ', 1)[-1]}: {a}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"  summary: {path}", markup=False, highlight=False, soft_wrap=True)

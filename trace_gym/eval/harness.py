@@ -2,65 +2,43 @@
 
 Episodes are stored in a :class:`~trace_gym.rollout.TrajectoryStore` as they finish,
 so an interrupted evaluation resumes where it stopped.  Trial ``j`` of every task
-uses seed ``base_seed + j``; the task is chosen with the env's reset option
-(``task_id`` for τ²-bench, ``scenario`` for ToolSandbox).
+uses seed ``base_seed + j``.  Which tasks a split holds, the reset options that play
+a task and the group a task is reported in come from the env's task source
+(:mod:`trace_gym.core.tasks`), so any env that offers one can be evaluated.
+
+Beside the policy's numbers the report can carry the **refusal floor**
+(:mod:`trace_gym.eval.floor`): what refusing everything scores on the same tasks, per
+group.  It is added when the task source sets ``refusal_floor = True`` (ToolSandbox does)
+or when ``floor=True`` is passed; its episodes do not count as the policy's rollouts.
+``exclude_groups`` leaves whole report groups out (e.g. the groups where refusing
+already earns credit, :func:`~trace_gym.eval.floor.refusal_credited_groups`), for a
+number that claims learning.
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..datadirs import tau2_domain_dir
+from ..core.outcome import is_success
+from ..core.tasks import task_source_for
+from .floor import refusal_floor, wants_floor
 from .metrics import PassK, bootstrap_pass_hat_k
 
-__all__ = ["EvalReport", "evaluate", "task_option_key", "default_tasks", "group_of"]
+__all__ = ["EvalReport", "evaluate", "task_option_key", "default_tasks"]
 
 
-def task_option_key(env_id: str) -> str:
-    return "scenario" if "toolsandbox" in env_id else "task_id"
+def task_option_key(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> str:
+    """The reset option that names a task of ``env_id`` (asked of its task source)."""
+    return task_source_for(env_id, env_kwargs).option_key
 
 
-@lru_cache(maxsize=16)
-def _tau2_split(domain: str, split: str) -> tuple[str, ...]:
-    d = tau2_domain_dir(domain)
-    splits = json.loads((d / "split_tasks.json").read_text(encoding="utf-8"))
-    if split not in splits:
-        raise ValueError(f"τ²-bench {domain} has no split {split!r}; it has {sorted(splits)}")
-    return tuple(str(t) for t in splits[split])
-
-
-def default_tasks(env_id: str, split: str = "test") -> list[str]:
-    """The task ids of a split (τ²-bench) or every scenario name (ToolSandbox)."""
-    name = env_id.split("/")[-1]
-    if name.startswith("tau2-"):
-        domain = name[len("tau2-"):].rsplit("-v", 1)[0]
-        return list(_tau2_split(domain, split))
-    if "toolsandbox" in name:
-        from ..toolsandbox.scenarios import load_scenarios  # type: ignore[attr-defined]
-
-        return [s.name for s in load_scenarios()]
-    raise ValueError(f"{env_id}: no task list known; pass task ids explicitly")
-
-
-def group_of(env_id: str, trajectory: Any) -> str:
-    """Per-domain for τ²-bench, per-category for ToolSandbox, else the env id."""
-    info = trajectory.reset_info or {}
-    if "toolsandbox" in env_id:
-        cats = info.get("categories") or info.get("category")
-        if isinstance(cats, list):
-            for c in ("SINGLE_TOOL_CALL", "MULTIPLE_TOOL_CALL", "MULTIPLE_USER_TURN", "INSUFFICIENT_INFORMATION"):
-                if c in cats:
-                    return c.lower()
-            return ",".join(cats)
-        return str(cats or "toolsandbox")
-    name = env_id.split("/")[-1]
-    return name[len("tau2-"):].rsplit("-v", 1)[0] if name.startswith("tau2-") else env_id
+def default_tasks(env_id: str, split: str | None = None, env_kwargs: Mapping[str, Any] | None = None) -> list[str]:
+    """The task ids of ``split`` of ``env_id`` (``None``: the env's default split)."""
+    return task_source_for(env_id, env_kwargs).task_ids(split)
 
 
 @dataclass
@@ -73,6 +51,9 @@ class EvalReport:
     groups: dict[str, list[str]] = field(default_factory=dict)  # group -> task ids
     rollouts: int = 0
     wall_s: float = 0.0
+    floor: dict[str, float] = field(default_factory=dict)     # task id -> the refusal policy's reward
+    floor_rollouts: int = 0
+    excluded: dict[str, list[str]] = field(default_factory=dict)  # group left out -> its task ids
 
     def pass_k(self, k: int, tasks: Sequence[str] | None = None, seed: int = 0) -> PassK:
         res = self.results if tasks is None else {t: self.results[t] for t in tasks}
@@ -94,23 +75,59 @@ class EvalReport:
                            "pass_hat_k": {str(k): vars(self.pass_k(k, ts)) for k in ks}}
                        for g, ts in sorted(self.groups.items())},
             "results": self.results, "rewards": self.rewards,
+            **self._floor_dict(),
         }
+
+    def _floor_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.excluded:
+            out["excluded_groups"] = {g: len(ts) for g, ts in sorted(self.excluded.items())}
+        if not self.floor:
+            return out
+        from .floor import RefusalPolicy
+
+        def summary(ts: Sequence[str]) -> dict[str, Any]:
+            vals = [self.floor[t] for t in ts if t in self.floor]
+            return {"mean_reward": sum(vals) / len(vals) if vals else 0.0,
+                    "perfect": sum(1 for v in vals if is_success(v, 1.0)), "n_tasks": len(vals)}
+
+        out["refusal_floor"] = {"policy": RefusalPolicy.policy_id, "rollouts": self.floor_rollouts,
+                                **summary(list(self.results)),
+                                "groups": {g: summary(ts) for g, ts in sorted(self.groups.items())},
+                                "rewards": dict(self.floor)}
+        return out
 
 
 def evaluate(env_id: str, policy: Any, tasks: Sequence[str], trials: int, *, store: str | Path | None = None,
              base_seed: int = 0, success: float = 1.0, env_kwargs: dict[str, Any] | None = None,
              extra_options: dict[str, Any] | None = None, batch_size: int = 1,
-             on_episode: Callable[[Any], None] | None = None) -> EvalReport:
-    """Play every task ``trials`` times (resuming from ``store``) and collect per-task successes."""
+             on_episode: Callable[[Any], None] | None = None, floor: bool | None = None,
+             exclude_groups: Sequence[str] = ()) -> EvalReport:
+    """Play every task ``trials`` times (resuming from ``store``) and collect per-task successes.
+
+    ``floor``: also play the refusal policy once per task (``None``: when the task source
+    asks for it); ``exclude_groups``: report groups whose tasks are not played at all.
+    """
     import time
 
+    from ..progress import track
     from ..rollout import TrajectoryStore, collect, episode_key
 
     if trials < 1:
         raise ValueError(f"trials must be >= 1, got {trials}")
     if not tasks:
         raise ValueError("evaluate() needs at least one task")
-    key = task_option_key(env_id)
+    source = task_source_for(env_id, env_kwargs)
+    plan = [(str(task), {**source.reset_options(str(task)), **(extra_options or {})}) for task in tasks]  # unknown ids fail here
+    excluded: dict[str, list[str]] = defaultdict(list)
+    if exclude_groups:
+        drop = set(exclude_groups)
+        for task, _ in plan:
+            if source.group(task) in drop:
+                excluded[source.group(task)].append(task)
+        plan = [(task, opts) for task, opts in plan if source.group(task) not in drop]
+        if not plan:
+            raise ValueError(f"exclude_groups={sorted(drop)} leaves no task to evaluate")
     st = TrajectoryStore(store) if store is not None else None
     t0 = time.perf_counter()
     seeds = [base_seed + j for j in range(trials)]
@@ -119,15 +136,33 @@ def evaluate(env_id: str, policy: Any, tasks: Sequence[str], trials: int, *, sto
     rewards: dict[str, list[float]] = {}
     groups: dict[str, list[str]] = defaultdict(list)
     rollouts = 0
-    for task in tasks:
-        opts = {key: task, **(extra_options or {})}
-        new = collect(env_id, policy, seeds, store=st, options=opts, env_kwargs=env_kwargs, batch_size=batch_size,
-                      on_episode=on_episode, on_skip=(lambda s: on_episode(None)) if on_episode else None)
-        rollouts += len(new)
-        for tr in new:
-            by_key[tr.key] = tr
-        trajs = [by_key[episode_key(env_id, policy.policy_id, s, opts)] for s in seeds]
-        results[task] = [tr.reward >= success for tr in trajs]
-        rewards[task] = [float(tr.reward) for tr in trajs]
-        groups[group_of(env_id, trajs[0])].append(task)
-    return EvalReport(env_id, policy.policy_id, trials, results, rewards, dict(groups), rollouts, time.perf_counter() - t0)
+    bar = track(f"eval {policy.policy_id} on {env_id}", total=len(plan) * trials)
+
+    def played(tr: Any) -> None:
+        bar.tick(tr)
+        if on_episode:
+            on_episode(tr)
+
+    def skipped(seed: int) -> None:
+        bar.skip()
+        if on_episode:
+            on_episode(None)
+
+    with bar:
+        for task, opts in plan:
+            new = collect(env_id, policy, seeds, store=st, options=opts, env_kwargs=env_kwargs, batch_size=batch_size,
+                          on_episode=played, on_skip=skipped)
+            rollouts += len(new)
+            for tr in new:
+                by_key[tr.key] = tr
+            trajs = [by_key[episode_key(env_id, policy.policy_id, s, opts)] for s in seeds]
+            results[task] = [is_success(tr.reward, success) for tr in trajs]
+            rewards[task] = [float(tr.reward) for tr in trajs]
+            groups[source.group(task)].append(task)
+    floor_rewards: dict[str, float] = {}
+    floor_rollouts = 0
+    if floor if floor is not None else wants_floor(source):
+        floor_rewards, floor_rollouts = refusal_floor(env_id, [t for t, _ in plan], store=store, base_seed=base_seed,
+                                                      env_kwargs=env_kwargs, extra_options=extra_options)
+    return EvalReport(env_id, policy.policy_id, trials, results, rewards, dict(groups), rollouts, time.perf_counter() - t0,
+                      floor_rewards, floor_rollouts, dict(excluded))

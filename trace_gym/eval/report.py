@@ -1,4 +1,9 @@
-"""Tables and plots for evaluation reports and policy comparisons."""
+"""Tables and plots for evaluation reports and policy comparisons.
+
+When a report carries the refusal floor (:mod:`trace_gym.eval.floor`), every table shows
+it beside the policy's numbers: a "refusal floor" column per group (mean reward, perfect
+count) and a "refusal floor" line in comparisons.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+
+from ..render import fit_table
 
 __all__ = ["report_table", "comparison_table", "plot_comparison"]
 
@@ -22,13 +29,27 @@ def report_table(rep: dict[str, Any]) -> Table:
     t.add_column("mean reward", justify="right")
     t.add_column("perfect", justify="right")
     for k in ks:
-        t.add_column(f"pass^{k} [95% CI]", justify="right")
+        t.add_column(f"pass^{k}", justify="right")
+    t.caption = "pass^k: value [95% bootstrap interval]"
+    floor = rep.get("refusal_floor")
+    if floor:
+        t.add_column("refusal floor", justify="right")
+        t.caption += "; refusal floor: mean reward, perfect count of an agent that refuses everything"
+
+    def floor_cell(summary: dict[str, Any] | None) -> list[str]:
+        if not floor:
+            return []
+        return [f"{summary['mean_reward']:.3f}, {summary['perfect']}" if summary else "-"]
+
     for g, row in rep["groups"].items():
-        t.add_row(g, str(row["n_tasks"]), f"{row['mean_reward']:.3f}", str(row["perfect"]), *[_fmt(row["pass_hat_k"][k]) for k in ks])
+        t.add_row(g, str(row["n_tasks"]), f"{row['mean_reward']:.3f}", str(row["perfect"]), *[_fmt(row["pass_hat_k"][k]) for k in ks],
+                  *floor_cell(floor["groups"].get(g) if floor else None))
     perfect = sum(r["perfect"] for r in rep["groups"].values())
     t.add_row("all", str(rep["n_tasks"]), f"{rep['mean_reward']:.3f}", str(perfect), *[_fmt(rep["pass_hat_k"][k]) for k in ks],
-              style="bold")
-    return t
+              *floor_cell(floor), style="bold")
+    if rep.get("excluded_groups"):
+        t.caption += "; left out: " + ", ".join(f"{g} ({n} tasks)" for g, n in rep["excluded_groups"].items())
+    return fit_table(t, "group")
 
 
 def comparison_table(reports: list[dict[str, Any]]) -> Table:
@@ -37,12 +58,17 @@ def comparison_table(reports: list[dict[str, Any]]) -> Table:
     t.add_column("policy")
     t.add_column("mean reward", justify="right")
     for k in ks:
-        t.add_column(f"pass^{k} [95% CI]", justify="right")
+        t.add_column(f"pass^{k}", justify="right")
+    t.caption = "pass^k: value [95% bootstrap interval]"
     t.add_column("rollouts", justify="right")
     t.add_column("wall s", justify="right")
     for r in reports:
         t.add_row(r["policy"], f"{r['mean_reward']:.3f}", *[_fmt(r["pass_hat_k"][k]) for k in ks], str(r["rollouts"]), f"{r['wall_s']:.0f}")
-    return t
+    floor = next((r["refusal_floor"] for r in reports if r.get("refusal_floor")), None)
+    if floor:
+        t.add_row("refusal floor", f"{floor['mean_reward']:.3f}", *["-" for _ in ks], str(floor["rollouts"]), "-",
+                  style="dim")
+    return fit_table(t, "policy")
 
 
 def plot_comparison(reports: list[dict[str, Any]], path: str | Path) -> Path | None:

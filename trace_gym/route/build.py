@@ -1,33 +1,62 @@
 """Building the router index and measuring routing accuracy.
 
 The index holds, per adapter, the first user message of *correct* trajectories from
-that adapter's capability environment (reward at or above ``success``), and under
-:data:`NO_ADAPTER` those of target trajectories the base model already passes.
+that adapter's capability environment (:func:`reference_corpus` plays the env's reference
+solution), and under :data:`NO_ADAPTER` those of target trajectories the base model
+already passes.  Success is :func:`trace_gym.core.outcome.is_success` at the env's threshold.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.outcome import DEFAULT_THRESHOLD, is_success, success_threshold
 from .base import NO_ADAPTER, Router, first_user_message
 from .embed import Embedder
 from .index import RouterIndex
 
-__all__ = ["build_index", "RoutingReport", "routing_accuracy", "true_route_labels"]
+__all__ = ["build_index", "reference_corpus", "RoutingReport", "routing_accuracy", "true_route_labels"]
 
 
-def build_index(corpora: Mapping[str, Iterable[Any]], embedder: Embedder | None = None, success: float = 1.0,
+def reference_corpus(make_env: Callable[[], Any], seeds: Iterable[int], env_id: str | None = None) -> list[Any]:
+    """The successful episodes of a capability env's reference solution, one per seed.
+
+    ``make_env`` returns a fresh env whose unwrapped instance offers ``reference_actions()``;
+    ``env_id`` (default: the env's own) is recorded on each trajectory.
+    """
+    from ..capabilities.calibrate import ReferencePolicy
+    from ..rollout import rollout
+
+    env = make_env()
+    ref = ReferencePolicy()
+    ref.bind_env(env.unwrapped)
+    threshold = success_threshold(env)
+    out = []
+    try:
+        for s in seeds:
+            t = rollout(env, ref, s)
+            if env_id is not None:
+                t.env_id = env_id
+            if is_success(t.reward, threshold):
+                out.append(t)
+    finally:
+        env.close()
+    return out
+
+
+def build_index(corpora: Mapping[str, Iterable[Any]], embedder: Embedder | None = None, success: float = DEFAULT_THRESHOLD,
                 max_per_label: int = 64) -> RouterIndex:
-    """``corpora`` maps an adapter name (or NO_ADAPTER) to trajectories (``.transcript``/``.messages``, ``.reward``)."""
+    """``corpora`` maps an adapter name (or NO_ADAPTER) to trajectories (``.transcript``/``.messages``, ``.reward``);
+    only those that succeed at ``success`` enter the index."""
     embedder = embedder or Embedder()
     index = RouterIndex(embedder.model_name)
     for label, trajs in corpora.items():
         texts, sources = [], []
         for t in trajs:
-            if float(t.reward) < success:
+            if not is_success(t.reward, success):
                 continue
             text = first_user_message(t.transcript or t.messages)
             if text and text not in texts:

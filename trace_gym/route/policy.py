@@ -34,9 +34,12 @@ class AdapterPolicy:
         names = names or registry.names()
         if not names:
             raise ValueError(f"{registry.manifest} lists no adapters")
-        model = PeftModel.from_pretrained(base.model, str(registry[names[0]].path), adapter_name=names[0])
-        for n in names[1:]:
-            model.load_adapter(str(registry[n].path), adapter_name=n)
+        from ..compat import renamed_checkpointing_warnings_hidden
+
+        with renamed_checkpointing_warnings_hidden():  # PEFT asks the model is_gradient_checkpointing
+            model = PeftModel.from_pretrained(base.model, str(registry[names[0]].path), adapter_name=names[0])
+            for n in names[1:]:
+                model.load_adapter(str(registry[n].path), adapter_name=n)
         model.eval()
         base.model = model
         if hasattr(base, "clear_prefix_cache"):

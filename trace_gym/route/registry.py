@@ -1,45 +1,25 @@
-"""The adapter registry: what ``adapters/manifest.json`` says each trained adapter is."""
+"""The adapter registry: the adapters ``adapters/manifest.json`` lists, by name.
+
+The manifest itself (its fields, validation, atomic writes) belongs to :mod:`trace_gym.adapters`.
+"""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from ..adapters import DEFAULT_ADAPTERS_DIR, MANIFEST_NAME, AdapterEntry, load_adapters, manifest_path
 
 __all__ = ["AdapterEntry", "AdapterRegistry"]
 
 
-@dataclass(frozen=True)
-class AdapterEntry:
-    name: str
-    path: Path
-    capability: str | None
-    env_id: str | None
-    base_model: str | None
-    raw: dict[str, Any]
-
-
 class AdapterRegistry:
-    """Read-only view of a manifest; adapter folders are resolved next to the manifest when relative."""
+    """Read-only view of a manifest (a file or an adapters folder); adapter folders are resolved next to
+    the manifest when relative.  Raises :class:`FileNotFoundError` without a manifest and
+    :class:`trace_gym.adapters.ManifestError` for a malformed one."""
 
-    def __init__(self, manifest: str | Path = "adapters/manifest.json"):
-        self.manifest = Path(manifest)
-        if self.manifest.is_dir():
-            self.manifest = self.manifest / "manifest.json"
-        if not self.manifest.exists():
-            raise FileNotFoundError(f"no adapter manifest at {self.manifest}; train one with `trace-gym train --out adapters/NAME`")
-        try:
-            data = json.loads(self.manifest.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{self.manifest}: not valid JSON ({exc})") from None
-        self.entries: dict[str, AdapterEntry] = {}
-        for e in data.get("adapters", []):
-            p = Path(e["path"])
-            if not p.is_absolute() and not p.exists():
-                p = self.manifest.parent / p.name
-            name = e.get("name") or p.name
-            self.entries[name] = AdapterEntry(name, p, e.get("capability"), e.get("env_id"), e.get("base_model"), e)
+    def __init__(self, manifest: str | Path = f"{DEFAULT_ADAPTERS_DIR}/{MANIFEST_NAME}"):
+        self.manifest = manifest_path(manifest)
+        self.entries: dict[str, AdapterEntry] = {e.name: e for e in load_adapters(self.manifest)}
 
     def __contains__(self, name: str) -> bool:
         return name in self.entries

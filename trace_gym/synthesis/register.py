@@ -8,21 +8,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
+from ..capabilities.specfile import read_spec_document
 from ..registration import EnvEntry, add_entry
 
 __all__ = ["register_spec_files"]
 
 
 def register_spec_files(paths: list[Path]) -> list[str]:
-    """Register each spec file as ``trace/<id>-v0``; returns the ids in order."""
+    """Register each spec file as ``trace/<id>-v0``; returns the ids in order.
+
+    A file registered again (e.g. synthesized again into another folder) replaces this
+    process's earlier registration of its id; an id that ``import trace_gym`` registered
+    (a starter, a benchmark) is never replaced: :class:`~trace_gym.registration.DuplicateEnvError`.
+    """
     ids = []
     for p in paths:
-        doc = yaml.safe_load(Path(p).read_text(encoding="utf-8"))
+        doc = read_spec_document(p)
         env_id = f"trace/{doc['id']}-v0"
         add_entry(EnvEntry(env_id, "trace_gym.capabilities.env:CapabilityEnv",
-                           str(doc.get("title") or doc.get("capability") or doc["id"]), {"spec": str(Path(p).resolve())}))
+                           str(doc.get("title") or doc.get("capability") or doc["id"]), {"spec": str(Path(p).resolve())},
+                           family="capability", domain=str(doc.get("domain") or "")),
+                  replace=True)
         ids.append(env_id)
     return ids
 

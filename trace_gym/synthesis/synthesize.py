@@ -5,8 +5,12 @@ For every selected capability, in rank order:
 1. **Template (offline).** When the capability maps to a starter spec whose domain is
    the target domain, that spec is the template: it is copied with a new id
    (``syn-<capability>-<domain>``) and a description that records where it came from.
-2. **LLM draft (optional).** Otherwise, when a chat client is given, the model drafts a
-   spec as JSON from the capability's definition, the domain's tool names, the JSON
+   The capability's taxonomy entry names its starter (``starter_env``); the ToolSandbox
+   behaviours have ``domain: toolsandbox`` starters, so ``--domain toolsandbox`` uses them.
+   The domains are the capability-domain registry's
+   (:func:`synthesis_domains`), never a list written here.
+2. **LLM draft (optional).** Otherwise, when a chat client (:class:`~trace_gym.llm.ChatClient`)
+   is given, the model drafts a spec as JSON from the capability's definition, the domain's tool names, the JSON
    Schema and an example; the draft is validated by the same loader as every spec
    (schema + semantic checks).  Rejected drafts are retried with the loader's message
    and, if still invalid, reported with their reasons.  Nothing generated is executed.
@@ -30,8 +34,9 @@ import yaml
 
 from ..analysis.taxonomy import TAXONOMY
 from ..io import atomic_write_json, atomic_write_text
+from ..llm.base import ChatClient
 
-__all__ = ["SynthesisOutcome", "synthesize", "starter_specs_dir", "spec_id_for"]
+__all__ = ["SynthesisOutcome", "synthesize", "starter_specs_dir", "spec_id_for", "synthesis_domains"]
 
 
 @dataclass
@@ -51,6 +56,19 @@ def starter_specs_dir() -> Path:
         if cand.is_dir():
             return cand
     raise FileNotFoundError("the starter capability specs (envs/) were not found next to trace_gym")
+
+
+def synthesis_domains() -> list[str]:
+    """The domains specs can be synthesized for: those the capability-domain registry knows."""
+    from ..capabilities.domains import DOMAIN_FACTORIES
+
+    return sorted(DOMAIN_FACTORIES)
+
+
+def _domain_tools(domain: str) -> list[str]:
+    from ..capabilities.domains import get_domain
+
+    return sorted(get_domain(domain).tool_names())
 
 
 def spec_id_for(capability: str, domain: str) -> str:
@@ -94,7 +112,7 @@ def _validate(doc: dict[str, Any], source: str) -> str | None:
     return None
 
 
-def _llm_draft(client: Any, cap: dict[str, Any], domain: str, spec_id: str, example: dict[str, Any], tools: list[str],
+def _llm_draft(client: ChatClient, cap: dict[str, Any], domain: str, spec_id: str, example: dict[str, Any], tools: list[str],
                retries: int, seed: int) -> tuple[dict[str, Any] | None, list[str]]:
     from ..analysis.labelers.llm import extract_json
     from ..capabilities.spec import schema
@@ -105,7 +123,7 @@ def _llm_draft(client: Any, cap: dict[str, Any], domain: str, spec_id: str, exam
     messages = [{"role": "user", "content": prompt}]
     reasons = []
     for attempt in range(retries + 1):
-        answer = client.complete(messages, seed=seed + attempt, temperature=0.7)
+        answer = client.chat(messages, seed=seed + attempt, temperature=0.7).text
         try:
             doc = extract_json(answer)
         except ValueError as exc:
@@ -124,8 +142,10 @@ def _llm_draft(client: Any, cap: dict[str, Any], domain: str, spec_id: str, exam
     return None, reasons
 
 
-def synthesize(capabilities_doc: dict[str, Any], domain: str, out_dir: str | Path, *, client: Any = None,
+def synthesize(capabilities_doc: dict[str, Any], domain: str, out_dir: str | Path, *, client: ChatClient | None = None,
                retries: int = 2, seed: int = 0, overwrite: bool = False, only: list[str] | None = None) -> list[SynthesisOutcome]:
+    if domain not in synthesis_domains():
+        raise ValueError(f"unknown domain {domain!r}; expected one of {synthesis_domains()}")
     out = Path(out_dir)
     starters = _starters()
     candidates = {c["name"]: c for c in capabilities_doc.get("candidates", [])}
@@ -157,9 +177,7 @@ def synthesize(capabilities_doc: dict[str, Any], domain: str, out_dir: str | Pat
             outcomes.append(SynthesisOutcome(name, "skipped", spec_id, None, template, [why + "; pass an LLM endpoint to draft one"]))
             continue
         example = next((s["doc"] for s in starters.values() if s["doc"].get("domain") == domain), next(iter(starters.values()))["doc"])
-        from ..capabilities.spec import READ_TOOLS, WRITE_TOOLS
-
-        tools = sorted(READ_TOOLS.get(domain, set()) | WRITE_TOOLS.get(domain, set()))
+        tools = _domain_tools(domain)
         doc, reasons = _llm_draft(client, cap, domain, spec_id, example, tools, retries, seed)
         if doc is None:
             outcomes.append(SynthesisOutcome(name, "rejected", spec_id, None, template, [why, *reasons]))

@@ -45,7 +45,7 @@ def domain_dir(domain: str, data_dir: str | Path | None = None) -> Path:
     else:
         folder = root / "tau2" / "domains" / domain
     if not folder.is_dir():
-        raise DataDirError(f"τ²-bench domain {domain!r} not found: no folder {folder}")
+        raise DataDirError(f"τ²-bench domain {domain!r} not found: no folder {folder}; see `trace-gym data status`")
     return folder
 
 
@@ -53,7 +53,7 @@ def _read_json(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise DataDirError(f"missing τ²-bench data file {path}") from None
+        raise DataDirError(f"missing τ²-bench data file {path}; see `trace-gym data status`") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -67,7 +67,7 @@ def read_db_file(path: Path) -> Any:
             with path.open("rb") as fh:
                 return tomllib.load(fh)
         except FileNotFoundError:
-            raise DataDirError(f"missing τ²-bench data file {path}") from None
+            raise DataDirError(f"missing τ²-bench data file {path}; see `trace-gym data status`") from None
         except tomllib.TOMLDecodeError as exc:
             raise TaskFileError(f"{path}: invalid TOML: {exc}") from None
     data = _read_json(path)
@@ -256,7 +256,7 @@ def load_policy(domain: str, solo_mode: bool = False, data_dir: str | Path | Non
         try:
             return (folder / name).read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise DataDirError(f"missing τ²-bench data file {folder / name}") from None
+            raise DataDirError(f"missing τ²-bench data file {folder / name}; see `trace-gym data status`") from None
 
     if domain == "telecom":
         main = read("main_policy_solo.md" if solo_mode else "main_policy.md")

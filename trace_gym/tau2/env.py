@@ -42,14 +42,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-
-from trace_gym.core.env import Episode, ToolEnv, render_messages
+from trace_gym.core.env import FEEDBACK_NAME, Episode, ToolEnv
 from trace_gym.core.spaces import DEFAULT_MAX_LENGTH
-from trace_gym.core.toolcalls import parse_action
+from trace_gym.core.toolcalls import ParsedAction
 from trace_gym.core.tools import Tool, ToolError, ToolResult, ToolSet
 
-from .engine import DomainData, Tau2Environment, load_domain
+from .domain_spec import DomainData, load_domain
+from .engine import Tau2Environment
 from .users import STOP, UserContext, UserSimulator, is_user_stop, make_user
 
 __all__ = ["Tau2Env", "GREETING", "DONE_TOOL", "agent_system_prompt", "to_tau2_messages"]
@@ -63,7 +62,6 @@ DONE_TOOL = {
         "parameters": {"properties": {}, "title": "parameters", "type": "object"},
     },
 }
-_FEEDBACK = "env_feedback"
 
 _FRAME = (
     "You are a customer-support agent for the business described in the policy below. "
@@ -91,7 +89,7 @@ def to_tau2_messages(messages: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in messages:
         role = m.get("role")
-        if role == "system" or m.get("name") == _FEEDBACK:
+        if role == "system" or m.get("name") == FEEDBACK_NAME:
             continue
         if role == "tool":
             out.append({"role": "tool", "id": m.get("tool_call_id"), "content": m.get("content"),
@@ -114,6 +112,8 @@ _SCHEMA_CACHE: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
 
 class Tau2Env(ToolEnv):
     """A τ²-bench domain as a text-in/text-out Gymnasium environment (see the module docstring)."""
+
+    reset_option_keys = frozenset({"task", "task_id", "split"})
 
     def __init__(
         self,
@@ -158,7 +158,6 @@ class Tau2Env(ToolEnv):
         self._tau2_steps = 0
         self._num_errors = 0
         self._user_calls = 0
-        self._pending_end: str | None = None
         self._toolset: ToolSet | None = None
         self._schemas: list[dict[str, Any]] | None = None
         self._last_eval: Any = None
@@ -166,7 +165,6 @@ class Tau2Env(ToolEnv):
         self._split_cache: dict[str, list[dict[str, Any]]] = {}
         self._id_index: dict[str, dict[str, Any]] | None = None
         self._policy_text: str | None = None
-        self._listing: str | None = None
 
     # ------------------------------------------------------------------ data
     @property
@@ -224,7 +222,7 @@ class Tau2Env(ToolEnv):
                 fn = schema["function"]
                 name = fn["name"]
                 ts.add(Tool(name=name, description=fn.get("description", ""), parameters=fn.get("parameters") or {"type": "object"},
-                            fn=self._toolset_caller(name), kind=self.data._kinds.get(name) or self.data._user_kinds.get(name) or "generic",  # type: ignore[arg-type]
+                            fn=self._toolset_caller(name), kind=self.data.tool_kind(name) or "generic",  # type: ignore[arg-type]
                             validate=_no_validation, render=_as_is, _schema=schema))
             self._toolset = ts
         return self._toolset
@@ -239,6 +237,7 @@ class Tau2Env(ToolEnv):
 
     # ------------------------------------------------------------------ ToolEnv hooks
     def _start(self, options: dict[str, Any]) -> Episode:
+        self._user_failure = None
         task = self._choose_task(options)
         self._task = task
         data = self.data
@@ -247,7 +246,6 @@ class Tau2Env(ToolEnv):
         self._tau2_steps = 0
         self._num_errors = 0
         self._user_calls = 0
-        self._pending_end = None
         self._last_eval = None
         policy = self._policy()
         if self.solo_mode:
@@ -281,7 +279,7 @@ class Tau2Env(ToolEnv):
             if requestor == "assistant":
                 opening.extend(self._tool_view(results))
             self._check_limits()
-            if requestor == "user" and self._pending_end is None:
+            if requestor == "user" and self._termination_reason is None:
                 opening.extend(self._user_turn(results))
         elif not history:
             if not self.solo_mode:
@@ -293,11 +291,11 @@ class Tau2Env(ToolEnv):
             last = history[-1]
             if last.get("role") == "assistant" and not self.solo_mode:
                 if "###STOP###" in str(last.get("content") or ""):
-                    self._pending_end = "agent_stop"
+                    self.end("agent_stop")
                 else:
                     opening.extend(self._user_turn([self._traj[-1]]))
             elif last.get("role") == "user" and is_user_stop(last):
-                self._pending_end = "user_stop"
+                self.end("user_stop")
             elif last.get("role") == "tool" and last.get("requestor") == "user" and self._user is not None:
                 opening.extend(self._user_turn([self._traj[-1]]))
         info = {"domain": self.domain, "task_id": task.get("id"), "split": self.split, "solo_mode": self.solo_mode,
@@ -323,9 +321,6 @@ class Tau2Env(ToolEnv):
         if not tasks:
             raise ValueError(f"split {split!r} of {self.domain} has no tasks" + (" with a ticket" if self.solo_mode else ""))
         return tasks[int(self.np_random.integers(len(tasks)))]
-
-    def _respond(self, message: dict[str, Any]) -> list[dict[str, Any]]:  # pragma: no cover - step() is overridden
-        raise NotImplementedError
 
     def _evaluate(self) -> tuple[float, dict[str, Any]]:
         from .evaluator import evaluate
@@ -402,13 +397,9 @@ class Tau2Env(ToolEnv):
     def _check_limits(self) -> None:
         """tau2's termination check (run after every step that is not waiting for a tool result)."""
         if self._tau2_steps >= self.max_steps:
-            self._set_end("max_steps", force=True)
+            self.end("max_steps", replace=True)
         if self._num_errors >= self.max_errors:
-            self._set_end("too_many_errors", force=True)
-
-    def _set_end(self, reason: str, force: bool = False) -> None:
-        if force or self._pending_end is None:
-            self._pending_end = reason
+            self.end("too_many_errors", replace=True)
 
     def _user_turn(self, incoming: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Let the user act until it sends a text to the agent or the episode ends; returns the agent-visible part."""
@@ -419,7 +410,7 @@ class Tau2Env(ToolEnv):
                 msg = self._user.respond([m for m in incoming if _user_visible(m)])
             except Exception as exc:  # a failing user simulator is tau2's user_error
                 self._tau2_steps += 1
-                self._set_end("user_error", force=True)
+                self.end("user_error", replace=True)
                 self._user_failure = f"{type(exc).__name__}: {exc}"
                 return visible
             msg = _normalise_user_message(msg)
@@ -432,132 +423,70 @@ class Tau2Env(ToolEnv):
             self._traj.append(msg)
             self._tau2_steps += 1
             if is_user_stop(msg):
-                self._set_end("user_stop")
+                self.end("user_stop")
             if msg.get("tool_calls"):
                 incoming = self._run_calls(msg["tool_calls"], "user")
                 self._check_limits()
-                if self._pending_end is not None:
+                if self._termination_reason is not None:
                     return visible
                 continue
             visible.append({"role": "user", "content": msg.get("content") or ""})
             self._check_limits()
             return visible
-        self._set_end("max_steps", force=True)
+        self.end("max_steps", replace=True)
         return visible
 
-    # ------------------------------------------------------------------ Gymnasium API
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        # ToolEnv.reset's contract, with the tool listing rendered once per environment.
-        gym.Env.reset(self, seed=seed)
-        self._user_failure = None
-        episode = self._start(dict(options or {}))
-        self.tools = episode.tools
-        self.messages = [{"role": "system", "content": episode.system_prompt}]
-        self.messages.extend(episode.messages)
-        self._invalid = set()
-        self._steps = 0
-        self._call_counter = 0
-        self._done = False
-        self._termination_reason = None
-        parts = [render_messages(self.messages[:1])]
-        if self.tools_in_observation:
-            if self._listing is None:
-                self._listing = "[tools]\n" + "\n".join(json.dumps(s["function"], ensure_ascii=False) for s in self._agent_schemas())
-            parts.append(self._listing)
-        if len(self.messages) > 1:
-            parts.append(render_messages(self.messages[1:]))
-        self._last_obs = self._clip("\n\n".join(parts))
-        info = self._info(**episode.info)
-        if self.render_mode == "human":
-            self.render()
-        return self._last_obs, info
+    # ------------------------------------------------------------------ ToolEnv action hooks
+    def _reject(self, action: Any, error: str, extra: dict[str, Any]) -> None:
+        super()._reject(action, error, extra)
+        self._tau2_steps += 1  # a malformed action is an agent step too, so every episode ends
+        self._check_limits()
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if self._done:
-            raise RuntimeError("step() called on a finished episode: call reset() first")
-        self._steps += 1
-        before = len(self.messages)
-        extra: dict[str, Any] = {}
-        if self._pending_end is not None:  # the episode ended while opening (e.g. the history ended it)
-            self._termination_reason = self._pending_end
-            return self._finish(before, extra)
-        parsed = parse_action(action)
-        if parsed.error is None and isinstance(action, str) and len(action) > self.action_space.max_length:
-            parsed.error = f"action too long: {len(action)} characters, the limit is {self.action_space.max_length}"
-            parsed.calls = []
-        if parsed.error is not None:
-            self._invalid.update((before, before + 1))
-            raw = action if isinstance(action, str) else repr(action)
-            self.messages.append({"role": "assistant", "content": raw[: self.action_space.max_length]})
-            self.messages.append({"role": "user", "name": _FEEDBACK,
-                                  "content": f"Your last action was not executed: {parsed.error}."})
-            extra["action_error"] = parsed.error
-            self._tau2_steps += 1
-            self._check_limits()
-        elif parsed.calls and self.solo_mode and any(n == "done" for n, _ in parsed.calls):
+    def _act_calls(self, parsed: ParsedAction, extra: dict[str, Any]) -> None:
+        self._tau2_steps += 1  # the agent's message
+        if self.solo_mode and any(n == "done" for n, _ in parsed.calls):
             # tau2's gym agent turns a `done` call into the stop message (other calls are dropped).
-            self._tau2_steps += 1
             self._traj.append({"role": "assistant", "content": STOP, "tool_calls": None})
             self.messages.append({"role": "assistant", "content": STOP})
-            self._set_end("agent_stop")
+            self.end("agent_stop")
             if len(parsed.calls) > 1:
                 extra["note"] = "`done` ends the episode: the other calls in this action were not executed"
-            self._check_limits()
-        elif parsed.calls:
-            tool_calls = parsed.openai_tool_calls(start=self._call_counter)
-            self._call_counter += len(tool_calls)
-            self.messages.append({"role": "assistant", "content": parsed.content, "tool_calls": tool_calls})
+        else:
+            tool_calls = self._record_calls(parsed)
             t_calls = [{"id": tc["id"], "name": name, "arguments": arguments, "requestor": "assistant"}
                        for tc, (name, arguments) in zip(tool_calls, parsed.calls, strict=True)]
             self._traj.append({"role": "assistant", "content": None, "tool_calls": t_calls})
-            self._tau2_steps += 1
-            results = self._run_calls(t_calls, "assistant")
-            for tc, r in zip(t_calls, results, strict=True):
-                self.messages.append({"role": "tool", "tool_call_id": tc["id"], "name": tc["name"], "content": r["content"]})
-                if r["error"]:
-                    extra.setdefault("tool_errors", []).append(tc["id"])
-            self._check_limits()
-        else:
-            text = parsed.content or ""
-            msg = {"role": "assistant", "content": text, "tool_calls": None}
-            self._traj.append(msg)
-            self.messages.append({"role": "assistant", "content": text})
-            self._tau2_steps += 1
-            if STOP in text:
-                self._set_end("agent_stop")
-            elif self.solo_mode:
-                self._set_end("agent_error")
-                extra["note"] = "solo mode: the agent may only call tools (or `done`); a text message ends the episode"
-            self._check_limits()
-            if self._pending_end is None:
-                self.messages.extend(self._user_turn([msg]))
-        if self._pending_end is not None:
-            self._termination_reason = self._pending_end
-        return self._finish(before, extra)
+            for tc, r in zip(tool_calls, self._run_calls(t_calls, "assistant"), strict=True):
+                self._record_result(tc, ToolResult(r["content"], r["error"]), extra)
+        self._check_limits()
 
-    def _finish(self, before: int, extra: dict[str, Any]) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        reason = self._termination_reason
-        truncated = reason == "max_steps"
-        terminated = reason is not None and not truncated
-        reward = 0.0
-        if terminated or truncated:
-            self._done = True
-            reward, breakdown = self._evaluate()
-            extra["reward_info"] = breakdown
-            extra["termination_reason"] = reason
-            if getattr(self, "_user_failure", None):
-                extra["user_error"] = self._user_failure
-        new = self.messages[before + 1:]
-        self._last_obs = self._clip(render_messages(new))
-        if self.render_mode == "human":
-            self.render()
-        return self._last_obs, float(reward), terminated, truncated, self._info(**extra)
+    def _act_message(self, parsed: ParsedAction, extra: dict[str, Any]) -> None:
+        text = parsed.content or ""
+        msg = {"role": "assistant", "content": text, "tool_calls": None}
+        self._traj.append(msg)
+        self.messages.append({"role": "assistant", "content": text})
+        self._tau2_steps += 1
+        if STOP in text:
+            self.end("agent_stop")
+        elif self.solo_mode:
+            self.end("agent_error")
+            extra["note"] = "solo mode: the agent may only call tools (or `done`); a text message ends the episode"
+        self._check_limits()
+        if self._termination_reason is None:
+            self.messages.extend(self._user_turn([msg]))
 
-    def _info(self, **extra: Any) -> dict[str, Any]:
-        info = {"messages": list(self.messages), "tools": self._agent_schemas(), "step": self._steps,
-                "tau2_steps": self._tau2_steps, "num_errors": self._num_errors}
-        info.update(extra)
-        return info
+    def _info_fields(self) -> dict[str, Any]:
+        return {"tau2_steps": self._tau2_steps, "num_errors": self._num_errors}
+
+    def _final_info(self) -> dict[str, Any]:
+        return {"user_error": self._user_failure} if self._user_failure else {}
+
+    @property
+    def task_source(self):
+        """This domain's tasks, splits, gold references and groups (:mod:`trace_gym.tau2.tasks`)."""
+        from .tasks import Tau2Tasks
+
+        return Tau2Tasks(self.domain, data_dir=self.data_dir, solo_mode=self.solo_mode)
 
 
 def _make_judge(spec: Any) -> Any:

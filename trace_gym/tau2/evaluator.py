@@ -47,10 +47,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from math import comb
 from pathlib import Path
 from typing import Any
 
+from ..core.outcome import is_success  # re-exported: the library-wide definition (reward 1 within 1e-6)
+from ..eval.metrics import pass_hat_k  # re-exported: the library-wide pass^k
 from .engine import DomainData, Tau2Environment, load_domain
 from .judge import Judge, JudgeError
 
@@ -524,35 +525,3 @@ def _kind_lookup(data: DomainData) -> Any:
     kinds.update(data._user_kinds)
     return kinds.get
 
-
-# --------------------------------------------------------------------------- pass^k
-
-
-def is_success(reward: float | bool | None) -> bool:
-    """A trial succeeds when its reward is 1 (within 1e-6), as tau2 counts it."""
-    if reward is None:
-        return False
-    if isinstance(reward, bool):
-        return reward
-    return abs(float(reward) - 1.0) <= 1e-6
-
-
-def pass_hat_k(successes_per_task: Mapping[Any, Sequence[Any]] | Sequence[Sequence[Any]], k: int) -> float:
-    """τ-bench's pass^k: the mean over tasks of C(c, k) / C(n, k).
-
-    ``successes_per_task`` maps each task (or lists, per task) to its trials' outcomes —
-    booleans or rewards (success = reward 1).  Every task needs at least ``k`` trials.
-    """
-    if not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
-    groups = list(successes_per_task.values()) if isinstance(successes_per_task, Mapping) else list(successes_per_task)
-    if not groups:
-        raise ValueError("pass_hat_k needs at least one task")
-    total = 0.0
-    for i, trials in enumerate(groups):
-        n = len(trials)
-        if n < k:
-            raise ValueError(f"task #{i} has {n} trial(s); pass^{k} needs at least {k}")
-        c = sum(1 for t in trials if is_success(t))
-        total += comb(c, k) / comb(n, k)
-    return total / len(groups)

@@ -5,28 +5,25 @@ A :class:`Judge` receives the conversation (τ²-style message dicts, see
 assertion as ``{"nl_assertion", "met", "justification"}`` — the shape of tau2's
 ``NLAssertionCheck`` dump.
 
-* :class:`OpenAICompatibleJudge` asks a chat model over any OpenAI-compatible
-  ``/chat/completions`` endpoint (OpenAI, vLLM, llama.cpp server, ...).  It is the
-  counterpart of tau2's gpt-4.1 judge; the prompt wording is ours, the JSON contract
+* :class:`OpenAICompatibleJudge` asks a chat model — any OpenAI-compatible
+  ``/chat/completions`` endpoint (OpenAI, vLLM, llama.cpp server, ...), or any other
+  :class:`~trace_gym.llm.ChatClient`.  It is the counterpart of tau2's gpt-4.1 judge;
+  the prompt wording is ours, the JSON contract
   (``results[].expectedOutcome / reasoning / metExpectation``) is the same.
 * :class:`FunctionJudge` wraps a plain Python callable (tests, rule-based judges).
 
 Without a judge the evaluator does **not** pass NL assertions: it reports them as not
 judged (see :func:`trace_gym.tau2.evaluator.evaluate`).
-
-:func:`post_chat_completion` is the small HTTP client shared with the LLM user
-simulator; it needs no third-party package.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
+
+from trace_gym.llm.base import ChatClient, LLMError
 
 __all__ = [
     "Judge",
@@ -34,17 +31,11 @@ __all__ = [
     "FunctionJudge",
     "OpenAICompatibleJudge",
     "render_conversation",
-    "post_chat_completion",
-    "EndpointError",
 ]
 
 
 class JudgeError(RuntimeError):
     """The judge could not produce verdicts (endpoint down, unparseable answer, ...)."""
-
-
-class EndpointError(RuntimeError):
-    """An OpenAI-compatible endpoint could not be reached or answered with an error."""
 
 
 @runtime_checkable
@@ -74,35 +65,6 @@ class FunctionJudge:
             met, why = (res if isinstance(res, tuple) else (res, ""))
             out.append({"nl_assertion": a, "met": bool(met), "justification": str(why)})
         return out
-
-
-def post_chat_completion(
-    base_url: str,
-    payload: dict[str, Any],
-    *,
-    api_key: str | None = None,
-    timeout: float = 120.0,
-) -> dict[str, Any]:
-    """POST ``payload`` to ``{base_url}/chat/completions`` and return the first choice's message."""
-    url = base_url.rstrip("/") + "/chat/completions"
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    req = urllib.request.Request(url, data=json.dumps(payload).encode("utf-8"), headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - user-configured endpoint
-            body = json.loads(resp.read().decode("utf-8"))
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode("utf-8", "replace")[:500]
-        raise EndpointError(f"{url} answered HTTP {exc.code}: {detail}") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        raise EndpointError(f"cannot reach {url}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise EndpointError(f"{url} did not answer JSON: {exc}") from None
-    try:
-        return body["choices"][0]["message"]
-    except (KeyError, IndexError, TypeError):
-        raise EndpointError(f"{url}: unexpected response shape: {str(body)[:300]}") from None
 
 
 _JUDGE_INSTRUCTIONS = """You grade a customer-service conversation between an agent and a customer.
@@ -152,10 +114,12 @@ def _parse_verdicts(text: str | None, assertions: Sequence[str]) -> list[dict[st
 
 
 class OpenAICompatibleJudge:
-    """LLM judge over an OpenAI-compatible chat endpoint.
+    """LLM judge over a chat model.
 
-    ``api_key`` defaults to ``$OPENAI_API_KEY``; ``base_url`` to ``$OPENAI_BASE_URL`` or
-    OpenAI's.  ``transport`` may replace the HTTP call (``fn(payload) -> message dict``).
+    By default it builds an :class:`~trace_gym.llm.OpenAIChatClient` for ``model`` at
+    ``base_url`` (``$OPENAI_BASE_URL`` or OpenAI's; ``api_key`` defaults to
+    ``$OPENAI_API_KEY``); ``client`` may pass any other chat client instead.  A model
+    that cannot be reached, or whose answer is not the verdict JSON, is a :class:`JudgeError`.
     """
 
     def __init__(
@@ -166,31 +130,25 @@ class OpenAICompatibleJudge:
         api_key: str | None = None,
         temperature: float = 0.0,
         timeout: float = 120.0,
-        transport: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        max_retries: int = 3,
+        client: ChatClient | None = None,
     ):
-        self.model = model
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self.temperature = temperature
-        self.timeout = timeout
-        self._transport = transport
+        if client is None:
+            from trace_gym.llm.http import OpenAIChatClient
 
-    def _payload(self, messages: Sequence[dict[str, Any]], assertions: Sequence[str]) -> dict[str, Any]:
+            client = OpenAIChatClient(base_url, model, api_key=api_key, timeout=timeout, max_retries=max_retries)
+        self.client = client
+        self.model = model
+        self.temperature = temperature
+
+    def _messages(self, messages: Sequence[dict[str, Any]], assertions: Sequence[str]) -> list[dict[str, Any]]:
         listing = "\n".join(f"- {a}" for a in assertions)
         user = f"Conversation:\n{render_conversation(messages)}\n\nExpected outcomes:\n{listing}"
-        return {
-            "model": self.model,
-            "temperature": self.temperature,
-            "messages": [{"role": "system", "content": _JUDGE_INSTRUCTIONS}, {"role": "user", "content": user}],
-        }
+        return [{"role": "system", "content": _JUDGE_INSTRUCTIONS}, {"role": "user", "content": user}]
 
     def judge(self, messages: Sequence[dict[str, Any]], assertions: Sequence[str]) -> list[dict[str, Any]]:
-        payload = self._payload(messages, assertions)
         try:
-            if self._transport is not None:
-                msg = self._transport(payload)
-            else:
-                msg = post_chat_completion(self.base_url, payload, api_key=self.api_key, timeout=self.timeout)
-        except EndpointError as exc:
+            reply = self.client.chat(self._messages(messages, assertions), temperature=self.temperature)
+        except LLMError as exc:
             raise JudgeError(str(exc)) from None
-        return _parse_verdicts(msg.get("content") if isinstance(msg, dict) else None, assertions)
+        return _parse_verdicts(reply.content, assertions)

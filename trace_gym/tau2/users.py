@@ -1,29 +1,32 @@
 """User simulators for the τ²-bench gym environments.
 
-Every simulator implements :class:`UserSimulator`: ``reset(context)`` once per episode,
-then ``respond(incoming)`` whenever it is the user's turn.  ``incoming`` holds what the
-user sees since its last turn — the agent's text message, or the results of the user's
-own tool calls — as τ²-form dicts.  ``respond`` returns one user message:
+Every simulator implements the core seam :class:`~trace_gym.core.users.UserSimulator`:
+``reset(context)`` once per episode with a :class:`UserContext`, then
+``respond(incoming)`` whenever it is the user's turn.  ``incoming`` holds what the user
+sees since its last turn — the agent's text message, or the results of the user's own
+tool calls — as τ²-form dicts.  ``respond`` returns one
+:class:`~trace_gym.core.users.UserTurn`, which reads as the τ² user message
 ``{"role": "user", "content": str | None, "tool_calls": None | [{"name", "arguments"}]}``
-(the environment assigns call ids, executes the calls with requestor ``user`` and calls
-``respond`` again with their results).  A user text containing ``###STOP###``,
-``###TRANSFER###`` or ``###OUT-OF-SCOPE###`` ends the episode.
+(the environment assigns call ids, executes the calls with requestor ``user`` — on the
+telecom phone, :mod:`trace_gym.tau2.domains.telecom_user` — and calls ``respond`` again
+with their results).  A user text containing ``###STOP###``, ``###TRANSFER###`` or
+``###OUT-OF-SCOPE###`` ends the episode (the turn's ``end`` flag says the same).
 
 * :class:`OfflineUser` (default) — deterministic, rule-based, needs no model.  It opens
   with the scenario's reason for contacting and the known information, answers
   confirmation requests with "yes", carries out device actions the agent names
   (telecom/mock user tools without required arguments), and stops politely once the
-  agent signals completion or after ``max_turns`` turns.  **Its scores are not
+  agent signals completion or after ``max_turns`` turns; of a very long agent message it
+  reads the start and the end (:data:`READ_CHARS` each).  **Its scores are not
   comparable to scores obtained with tau2's LLM user**; use it for smoke tests,
   speed, and as a cheap training signal.
 * :class:`LLMUser` — tau2's user simulation: tau2's guideline files (read at run time from
   the data folder, ``tau2/user_simulator/*.md``) plus the task's user scenario as the
-  system prompt, the conversation with roles flipped, and the user's tools.  The model
-  is reached through a :class:`ChatBackend`: :class:`OpenAIChatBackend` (any
-  OpenAI-compatible endpoint) or :class:`HFChatBackend` (a local transformers model; a
-  tokenizer with a chat template, or the built-in :class:`ByteTokenizer` when there is
-  none).  Tool calls in a local model's text are parsed with
-  :func:`trace_gym.core.toolcalls.parse_action`.
+  system prompt, the conversation with roles flipped, and the user's tools, over any
+  :class:`~trace_gym.llm.ChatClient` (an OpenAI-compatible endpoint, a local Hugging
+  Face model, a cassette).  Tool calls a model writes as text are parsed with
+  :func:`trace_gym.core.toolcalls.parse_action`; each call's seed comes from the
+  episode's generator.
 * :class:`ReplayUser` — replays the user turns of a recorded conversation, then stops.
 """
 
@@ -32,15 +35,16 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
-from trace_gym.core.toolcalls import parse_action
+from trace_gym.core.users import STOP, ReplayTurns, UserSimulator, UserTurn, ask_model
+from trace_gym.llm.base import ChatClient, ChatReply
 
 __all__ = [
     "STOP",
@@ -48,20 +52,16 @@ __all__ = [
     "OUT_OF_SCOPE",
     "UserContext",
     "UserSimulator",
+    "UserTurn",
     "OfflineUser",
     "LLMUser",
     "ReplayUser",
-    "ChatBackend",
-    "OpenAIChatBackend",
-    "HFChatBackend",
-    "ByteTokenizer",
     "is_user_stop",
     "scenario_text",
     "user_system_prompt",
     "make_user",
 ]
 
-STOP = "###STOP###"
 TRANSFER = "###TRANSFER###"
 OUT_OF_SCOPE = "###OUT-OF-SCOPE###"
 
@@ -74,6 +74,11 @@ def is_user_stop(message: Mapping[str, Any]) -> bool:
     return isinstance(content, str) and (STOP in content or TRANSFER in content or OUT_OF_SCOPE in content)
 
 
+def _text_turn(content: str | None) -> UserTurn:
+    turn = UserTurn(content)
+    return UserTurn(content, end=True) if is_user_stop(turn) else turn
+
+
 @dataclass
 class UserContext:
     """What a simulator gets at the start of an episode."""
@@ -84,15 +89,6 @@ class UserContext:
     history: list[dict[str, Any]] = field(default_factory=list)  # user-visible τ² messages of the task's history
     rng: np.random.Generator | None = None
     data_dir: str | Path | None = None
-
-
-@runtime_checkable
-class UserSimulator(Protocol):
-    """The user side of a τ²-bench conversation (see the module docstring)."""
-
-    def reset(self, context: UserContext) -> None: ...
-
-    def respond(self, incoming: Sequence[Mapping[str, Any]]) -> dict[str, Any]: ...
 
 
 # --------------------------------------------------------------------------- scenario text
@@ -131,7 +127,7 @@ def _guidelines_dir(data_dir: str | Path | None) -> Path:
             return cand
     from trace_gym.datadirs import DataDirError
 
-    raise DataDirError(f"τ²-bench user simulation guidelines not found under {root} (expected tau2/user_simulator/)")
+    raise DataDirError(f"τ²-bench user simulation guidelines not found under {root} (expected tau2/user_simulator/); see `trace-gym data status`")
 
 
 def user_system_prompt(task: Mapping[str, Any], *, with_tools: bool, data_dir: str | Path | None = None) -> str:
@@ -189,6 +185,14 @@ _ASKS = re.compile(
 )
 _LOOK_VERBS = re.compile(r"\b(check|look|see|what|tell me|verify|confirm|status|shows?|read)\b", re.I)
 _TOOL_FILLER = {"check", "toggle", "my", "your", "the", "a", "set", "status", "get"}
+# The offline user reads at most this many characters from each end of the agent's text: what a
+# message asks or says is at its start or end, and its rules then cost the same for any length.
+READ_CHARS = 4000
+
+
+def _readable(text: str) -> str:
+    """``text``, or its first and last :data:`READ_CHARS` characters when it is longer than twice that."""
+    return text if len(text) <= 2 * READ_CHARS else f"{text[:READ_CHARS]}\n\n{text[-READ_CHARS:]}"
 
 
 class OfflineUser:
@@ -220,7 +224,7 @@ class OfflineUser:
             self._known = ""
         self._opening = " ".join(p for p in ("Hi!", reason, self._known) if p)
 
-    def _tool_request(self, text: str) -> dict[str, Any] | None:
+    def _tool_request(self, text: str) -> UserTurn | None:
         """A user tool the agent's message names (all its key words present), without required arguments."""
         low = text.lower()
         words_in = set(re.findall(r"[a-z0-9]+", low))
@@ -240,38 +244,37 @@ class OfflineUser:
         if best is None:
             return None
         self._done_tools.add(best[2]["name"])
-        return {"role": "user", "content": None, "tool_calls": [{"name": best[2]["name"], "arguments": {}}]}
+        return UserTurn(None, ({"name": best[2]["name"], "arguments": {}},))
 
-    def respond(self, incoming: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def respond(self, incoming: Sequence[Mapping[str, Any]]) -> UserTurn:
         self._turns += 1
         if self._turns == 1 and not any(m.get("role") == "tool" for m in incoming):
-            return {"role": "user", "content": self._opening or "Hi, I need some help.", "tool_calls": None}
+            return _text_turn(self._opening or "Hi, I need some help.")
         if incoming and all(m.get("role") == "tool" for m in incoming):
             shown = " ".join(str(m.get("content")) for m in incoming)
-            return {"role": "user", "content": f"Done. This is what I got: {shown}", "tool_calls": None}
-        text = " ".join(str(m.get("content") or "") for m in incoming if m.get("role") == "assistant")
+            return _text_turn(f"Done. This is what I got: {shown}")
+        text = _readable(" ".join(str(m.get("content") or "") for m in incoming if m.get("role") == "assistant"))
         if self._turns > self.max_turns:
-            return {"role": "user", "content": self.stop_reply, "tool_calls": None}
+            return _text_turn(self.stop_reply)
         if _TRANSFER.search(text):
-            return {"role": "user", "content": TRANSFER, "tool_calls": None}
+            return _text_turn(TRANSFER)
         if self._tools:
             call = self._tool_request(text)
             if call is not None:
                 return call
         if _CONFIRM.search(text):
-            return {"role": "user", "content": self.confirm_reply, "tool_calls": None}
+            return _text_turn(self.confirm_reply)
         if _DONE.search(text):
-            return {"role": "user", "content": self.stop_reply, "tool_calls": None}
+            return _text_turn(self.stop_reply)
         if _ASKS.search(text) and self._known:
-            return {"role": "user", "content": self._known, "tool_calls": None}
-        return {"role": "user", "content": "I don't have any other details. Could you please help me with my request?",
-                "tool_calls": None}
+            return _text_turn(self._known)
+        return _text_turn("I don't have any other details. Could you please help me with my request?")
 
 
 # --------------------------------------------------------------------------- replay user
 
 
-class ReplayUser:
+class ReplayUser(ReplayTurns):
     """Replays the user turns of a recorded conversation (τ² or OpenAI form), then sends ``###STOP###``.
 
     ``skip`` leading messages are ignored (e.g. the task's message history).  Recorded
@@ -279,7 +282,7 @@ class ReplayUser:
     """
 
     def __init__(self, messages: Sequence[Mapping[str, Any]], skip: int = 0):
-        self._turns: list[dict[str, Any]] = []
+        turns: list[UserTurn] = []
         for m in list(messages)[skip:]:
             if m.get("role") != "user":
                 continue
@@ -293,178 +296,29 @@ class ReplayUser:
                         norm.append({"name": tc["function"]["name"], "arguments": args})
                     else:
                         norm.append({"name": tc["name"], "arguments": dict(tc.get("arguments") or {})})
-                self._turns.append({"role": "user", "content": None, "tool_calls": norm})
+                turns.append(UserTurn(None, tuple(norm)))
             else:
-                self._turns.append({"role": "user", "content": m.get("content"), "tool_calls": None})
-        self._pos = 0
-
-    def reset(self, context: UserContext) -> None:
-        self._pos = 0
-
-    def respond(self, incoming: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        if self._pos >= len(self._turns):
-            return {"role": "user", "content": STOP, "tool_calls": None}
-        turn = self._turns[self._pos]
-        self._pos += 1
-        return json.loads(json.dumps(turn))
+                turns.append(_text_turn(m.get("content")))
+        super().__init__(turns, _text_turn(STOP))
 
 
 # --------------------------------------------------------------------------- LLM user
 
 
-class ChatBackend(Protocol):
-    """A chat model: OpenAI-format messages (+ tool schemas) in, one assistant reply out.
-
-    The reply is ``{"content": str | None, "tool_calls": [{"name", "arguments"}] | None}``.
-    """
-
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                 rng: np.random.Generator | None = None) -> dict[str, Any]: ...
-
-
-class OpenAIChatBackend:
-    """Any OpenAI-compatible ``/chat/completions`` endpoint (``api_key`` defaults to ``$OPENAI_API_KEY``)."""
-
-    def __init__(self, model: str = "gpt-4.1-2025-04-14", *, base_url: str | None = None, api_key: str | None = None,
-                 temperature: float = 0.0, timeout: float = 120.0,
-                 transport: Callable[[dict[str, Any]], dict[str, Any]] | None = None):
-        import os
-
-        self.model = model
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self.temperature = temperature
-        self.timeout = timeout
-        self._transport = transport
-
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                 rng: np.random.Generator | None = None) -> dict[str, Any]:
-        from .judge import post_chat_completion
-
-        payload: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
-        if tools:
-            payload["tools"] = tools
-        if rng is not None:
-            payload["seed"] = int(rng.integers(0, 2**31 - 1))
-        msg = self._transport(payload) if self._transport else post_chat_completion(
-            self.base_url, payload, api_key=self.api_key, timeout=self.timeout)
-        calls = None
-        if msg.get("tool_calls"):
-            calls = []
-            for tc in msg["tool_calls"]:
-                fn = tc.get("function") or {}
-                raw = fn.get("arguments") or "{}"
-                try:
-                    args = json.loads(raw) if isinstance(raw, str) else dict(raw)
-                except json.JSONDecodeError:
-                    args = {"__unparsed__": raw}
-                calls.append({"name": fn.get("name"), "arguments": args if isinstance(args, dict) else {}})
-        elif tools and isinstance(msg.get("content"), str):
-            # servers without a tool-call parser return the calls as text
-            parsed = parse_action(msg["content"])
-            if parsed.error is None and parsed.calls:
-                calls = [{"name": n, "arguments": a} for n, a in parsed.calls]
-                return {"content": None, "tool_calls": calls}
-        return {"content": msg.get("content"), "tool_calls": calls}
-
-
-class ByteTokenizer:
-    """A tokenizer-free fallback for local models: UTF-8 bytes as ids (offset 3), with BOS/EOS/PAD."""
-
-    pad_token_id = 0
-    bos_token_id = 1
-    eos_token_id = 2
-    vocab_size = 259
-    chat_template = None
-
-    def encode(self, text: str) -> list[int]:
-        return [self.bos_token_id] + [b + 3 for b in text.encode("utf-8")]
-
-    def decode(self, ids: Sequence[int]) -> str:
-        data = bytes(i - 3 for i in ids if 3 <= int(i) < 259)
-        return data.decode("utf-8", errors="replace")
-
-    @staticmethod
-    def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
-        """A plain chat rendering (our own) used when the tokenizer has no chat template."""
-        parts = []
-        if tools:
-            parts.append("<tools>\n" + "\n".join(json.dumps(t.get("function", t)) for t in tools) + "\n</tools>")
-        for m in messages:
-            body = m.get("content") or ""
-            if m.get("tool_calls"):
-                body += "".join(
-                    f"<tool_call>{json.dumps({'name': tc['function']['name'], 'arguments': json.loads(tc['function']['arguments'])})}</tool_call>"
-                    for tc in m["tool_calls"]
-                )
-            parts.append(f"<|{m['role']}|>\n{body}")
-        parts.append("<|assistant|>\n")
-        return "\n".join(parts)
-
-
-class HFChatBackend:
-    """A local Hugging Face causal LM (CPU or GPU).  ``temperature=0`` decodes greedily.
-
-    ``tokenizer`` may be any tokenizer with a chat template, or ``None`` for :class:`ByteTokenizer`
-    (the model's vocabulary must then cover 259 ids).
-    """
-
-    def __init__(self, model: Any, tokenizer: Any = None, *, max_new_tokens: int = 128, temperature: float = 0.0):
-        self.model = model
-        self.tokenizer = tokenizer if tokenizer is not None else ByteTokenizer()
-        self.max_new_tokens = max_new_tokens
-        self.temperature = temperature
-
-    def _prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
-        tok = self.tokenizer
-        if getattr(tok, "chat_template", None):
-            ids = tok.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True, tokenize=True)
-            if isinstance(ids, Mapping) or hasattr(ids, "keys"):
-                ids = ids["input_ids"]
-            return list(ids)
-        return tok.encode(ByteTokenizer.render(messages, tools))
-
-    def _generate_text(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                       rng: np.random.Generator | None) -> str:
-        import torch
-
-        ids = self._prompt_ids(messages, tools)
-        device = getattr(self.model, "device", "cpu")
-        input_ids = torch.tensor([ids], dtype=torch.long, device=device)
-        seed = int(rng.integers(0, 2**31 - 1)) if rng is not None else 0
-        sample = bool(self.temperature and self.temperature > 0)
-        kwargs: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "do_sample": sample,
-                                  "attention_mask": torch.ones_like(input_ids)}
-        if sample:
-            kwargs.update(temperature=self.temperature, top_k=0, top_p=1.0)
-        eos = getattr(self.tokenizer, "eos_token_id", None)
-        pad = getattr(self.tokenizer, "pad_token_id", None)
-        if eos is not None:
-            kwargs["eos_token_id"] = eos
-        kwargs["pad_token_id"] = pad if pad is not None else (eos if eos is not None else 0)
-        with torch.random.fork_rng(devices=[]), torch.no_grad():  # seeded without touching the global RNG
-            torch.manual_seed(seed)
-            out = self.model.generate(input_ids, **kwargs)
-        new_ids = [int(i) for i in out[0, input_ids.shape[1]:].tolist()]
-        if isinstance(self.tokenizer, ByteTokenizer):
-            return self.tokenizer.decode(new_ids)
-        return self.tokenizer.decode(new_ids, skip_special_tokens=True)
-
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                 rng: np.random.Generator | None = None) -> dict[str, Any]:
-        text = self._generate_text(messages, tools, rng)
-        if tools:
-            parsed = parse_action(text)
-            if parsed.error is None and parsed.calls:
-                return {"content": None, "tool_calls": [{"name": n, "arguments": a} for n, a in parsed.calls]}
-        return {"content": text, "tool_calls": None}
+def _call_args(arguments: Any) -> dict[str, Any]:
+    """A user tool call's arguments as a dict (a model's unparseable JSON is kept under ``__unparsed__``)."""
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    if isinstance(arguments, str):
+        return {"__unparsed__": arguments}
+    return {}
 
 
 class LLMUser:
-    """tau2's LLM user simulator over a :class:`ChatBackend` (see the module docstring)."""
+    """tau2's LLM user simulator over any :class:`~trace_gym.llm.ChatClient` (see the module docstring)."""
 
-    def __init__(self, backend: ChatBackend, *, data_dir: str | Path | None = None):
-        self.backend = backend
+    def __init__(self, client: ChatClient, *, data_dir: str | Path | None = None):
+        self.client = client
         self.data_dir = data_dir
         self.system_prompt = ""
         self._history: list[dict[str, Any]] = []  # OpenAI messages from the user's side (roles flipped)
@@ -498,33 +352,37 @@ class LLMUser:
         elif role == "tool" and m.get("requestor") == "user":
             self._history.append({"role": "tool", "tool_call_id": m.get("id"), "content": m.get("content")})
 
-    def respond(self, incoming: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def respond(self, incoming: Sequence[Mapping[str, Any]]) -> UserTurn:
         for m in incoming:
             self._absorb(m)
         messages = [{"role": "system", "content": self.system_prompt}, *self._history]
-        reply = self.backend.complete(messages, self._tools or None, self._rng)
-        calls = reply.get("tool_calls") if self._tools else None
-        if calls:
-            msg = {"role": "user", "content": None,
-                   "tool_calls": [{"id": f"user_call_{self._n_calls + i}", "name": c["name"],
-                                   "arguments": dict(c.get("arguments") or {})} for i, c in enumerate(calls)]}
-            self._n_calls += len(calls)
+        seed = int(self._rng.integers(0, 2**31 - 1)) if self._rng is not None else None
+        reply = ask_model(self.client, messages, tools=self._tools, seed=seed)
+        if self._tools and not reply.tool_calls:
+            reply = ChatReply.from_text(reply.content, self._tools)  # servers without a tool-call parser
+        if self._tools and reply.tool_calls:
+            turn = UserTurn(None, tuple({"id": f"user_call_{self._n_calls + i}", "name": c["name"],
+                                         "arguments": _call_args(c.get("arguments"))}
+                                        for i, c in enumerate(reply.tool_calls)))
+            self._n_calls += len(reply.tool_calls)
         else:
-            msg = {"role": "user", "content": reply.get("content") or "", "tool_calls": None}
-        self._absorb(msg)
-        return msg
+            turn = _text_turn(reply.content or "")
+        self._absorb(turn)
+        return turn
 
 
 def make_user(spec: Any, *, data_dir: str | Path | None = None) -> UserSimulator:
     """A simulator from a spec: an instance, ``"offline"``, ``"llm"`` or ``{"kind": "offline"|"llm"|"replay", ...}``.
 
-    ``{"kind": "llm", "model": ..., "base_url": ..., "api_key": ...}`` builds an
-    :class:`OpenAIChatBackend` user; ``{"kind": "replay", "messages": [...], "skip": n}`` a :class:`ReplayUser`.
+    ``{"kind": "llm", "model": ..., "base_url": ..., "api_key": ..., ...}`` builds an LLM user
+    over :class:`~trace_gym.llm.OpenAIChatClient` (the other keys are its options;
+    ``model`` defaults to tau2's ``gpt-4.1-2025-04-14``, ``temperature`` to 0);
+    ``{"kind": "replay", "messages": [...], "skip": n}`` a :class:`ReplayUser`.
     """
     if spec is None or spec == "offline":
         return OfflineUser()
     if spec == "llm":
-        return LLMUser(OpenAIChatBackend(), data_dir=data_dir)
+        return LLMUser(_http_client(), data_dir=data_dir)
     if isinstance(spec, UserSimulator):
         return spec
     if callable(spec):
@@ -535,8 +393,15 @@ def make_user(spec: Any, *, data_dir: str | Path | None = None) -> UserSimulator
         if kind == "offline":
             return OfflineUser(**opts)
         if kind == "llm":
-            return LLMUser(OpenAIChatBackend(**opts), data_dir=data_dir)
+            return LLMUser(_http_client(**opts), data_dir=data_dir)
         if kind == "replay":
             return ReplayUser(opts.get("messages") or [], int(opts.get("skip", 0)))
         raise ValueError(f"unknown user kind {kind!r}; expected 'offline', 'llm' or 'replay'")
     raise ValueError(f"cannot build a user simulator from {spec!r}")
+
+
+def _http_client(model: str = "gpt-4.1-2025-04-14", base_url: str | None = None, **options: Any) -> ChatClient:
+    from trace_gym.llm import OpenAIChatClient
+
+    options.setdefault("temperature", 0.0)
+    return OpenAIChatClient(base_url, model, **options)

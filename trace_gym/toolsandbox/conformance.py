@@ -17,17 +17,26 @@ aborted) and compared with what upstream recorded:
 
 :func:`run_conformance` prints the agreement per source file and the last line
 ``agreement: A/B (P%)``; it returns 0 only when every record agrees.
+
+:func:`score_record` / :func:`score_corpus` check the scorer alone: they score a record's
+recorded ``messages`` and ``db_snapshots`` and compare with its ``result``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_record", "run_conformance", "canonical_ids"]
+from .evaluation import EvaluationInputError, EvaluationResult, aborted_result, evaluate
+from .scenarios import Scenario, load_scenarios
+
+__all__ = ["check_record", "run_conformance", "canonical_ids", "RecordCheck", "score_record", "score_corpus"]
 
 TOLERANCE = 1e-6
 # Upstream's error texts can show an object address (``<Expr [...] at 0x7F...>``): not comparable.
@@ -105,8 +114,6 @@ def _abort_key(exc: Mapping[str, Any] | None) -> tuple[str, str] | None:
 def check_record(record: Mapping[str, Any], scenarios: Mapping[str, Any] | None = None) -> list[str]:
     """Replay and score one record; the list of disagreements (empty when it conforms)."""
     from .engine import replay
-    from .evaluation import aborted_result, evaluate
-    from .scenarios import load_scenarios
 
     scenarios = scenarios if scenarios is not None else load_scenarios()
     name = record.get("scenario")
@@ -169,22 +176,26 @@ def check_record(record: Mapping[str, Any], scenarios: Mapping[str, Any] | None 
     return problems
 
 
+def _read_jsonl(path: Path) -> Iterable[tuple[int, Any]]:
+    """``(line number, record)`` of every non-empty line; a line that is not JSON gives its error."""
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if line.strip():
+                try:
+                    yield lineno, json.loads(line)
+                except json.JSONDecodeError as exc:
+                    yield lineno, exc
+
+
 def _records(files: Iterable[str | Path]) -> Iterable[tuple[str, int, Any]]:
     for f in files:
         path = Path(f)
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if line.strip():
-                    try:
-                        yield path.stem, lineno, json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        yield path.stem, lineno, exc
+        for lineno, record in _read_jsonl(path):
+            yield path.stem, lineno, record
 
 
 def run_conformance(files: Sequence[str | Path], verbose: bool = False) -> int:
     """Replay every record of ``files``; print per-source agreement and ``agreement: A/B (P%)``."""
-    from .scenarios import load_scenarios
-
     scenarios = load_scenarios()
     per_source: dict[str, list[int]] = {}
     for source, lineno, record in _records(files):
@@ -211,3 +222,97 @@ def run_conformance(files: Sequence[str | Path], verbose: bool = False) -> int:
     pct = 100.0 * agree / total if total else 0.0
     print(f"agreement: {agree}/{total} ({pct:.1f}%)")
     return 0 if total and agree == total else 1
+
+
+# ---------------------------------------------------------------------------- the scorer alone
+
+
+@dataclass(frozen=True)
+class RecordCheck:
+    """The scorer's verdict on one conformance record: ``ok`` and, if not, what differed."""
+
+    record_id: str
+    ok: bool
+    problems: tuple[str, ...]
+    result: EvaluationResult | None
+    seconds: float
+
+
+def _mapping_from_json(raw: Any) -> dict[int, tuple[int, float]]:
+    return {int(k): (int(v[0]), float(v[1])) for k, v in (raw or {}).items()}
+
+
+def score_record(
+    record: Mapping[str, Any], scenarios: Mapping[str, Scenario] | None = None, tolerance: float = 1e-6
+) -> RecordCheck:
+    """Score a conformance record's ``messages`` + ``db_snapshots`` and compare with its ``result``.
+
+    Similarities must agree within ``tolerance``, ``turn_count`` and the mapped indices exactly
+    (mapped similarities within ``tolerance``).  Aborted records (``result.exception``) are scored
+    with :func:`aborted_result`.
+    """
+    rid = str(record.get("id", "?"))
+    scenarios = load_scenarios() if scenarios is None else scenarios
+    name = record.get("scenario")
+    if name not in scenarios:
+        return RecordCheck(rid, False, (f"unknown scenario {name!r}",), None, 0.0)
+    scenario = scenarios[name]
+    expected = record.get("result") or {}
+    start = time.perf_counter()
+    try:
+        if expected.get("exception"):
+            result = aborted_result(scenario, expected["exception"])
+        else:
+            result = evaluate(scenario, record["messages"], record["db_snapshots"])
+    except (EvaluationInputError, KeyError) as exc:
+        return RecordCheck(rid, False, (f"{type(exc).__name__}: {exc}",), None, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    problems = []
+    for key in ("similarity", "milestone_similarity", "minefield_similarity"):
+        want, got = float(expected.get(key, math.nan)), getattr(result, key)
+        if not abs(want - got) <= tolerance:
+            problems.append(f"{key}: expected {want!r}, got {got!r}")
+    if expected.get("turn_count") != result.turn_count:
+        problems.append(f"turn_count: expected {expected.get('turn_count')!r}, got {result.turn_count!r}")
+    for key in ("milestone_mapping", "minefield_mapping"):
+        want_map = _mapping_from_json(expected.get(key))
+        got_map = dict(getattr(result, key))
+        same = want_map.keys() == got_map.keys() and all(
+            want_map[k][0] == got_map[k][0] and abs(want_map[k][1] - got_map[k][1]) <= tolerance for k in want_map
+        )
+        if not same:
+            problems.append(f"{key}: expected {want_map}, got {got_map}")
+    return RecordCheck(rid, not problems, tuple(problems), result, seconds)
+
+
+def score_corpus(
+    files: Iterable[str | Path],
+    scenarios: Mapping[str, Scenario] | None = None,
+    tolerance: float = 1e-6,
+) -> tuple[int, int, list[str]]:
+    """Scorer-only conformance over JSONL record files: ``(agree, total, failures)``.
+
+    Each failure is a line ``"<record id>: <what differed>"``.  A file that cannot be read or a
+    line that is not JSON counts as one failed record.
+    """
+    scenarios = load_scenarios() if scenarios is None else scenarios
+    agree = total = 0
+    failures: list[str] = []
+    for name in files:
+        path = Path(name)
+        if not path.is_file():
+            total += 1
+            failures.append(f"{path}: no such file")
+            continue
+        for lineno, record in _read_jsonl(path):
+            where = f"{path.name}:{lineno}"
+            total += 1
+            if isinstance(record, Exception) or not isinstance(record, Mapping):
+                failures.append(f"{where}: not a JSON record ({record})")
+                continue
+            check = score_record(record, scenarios, tolerance)
+            if check.ok:
+                agree += 1
+            else:
+                failures.append(f"{check.record_id}: " + "; ".join(check.problems))
+    return agree, total, failures

@@ -9,7 +9,8 @@ world databases and the tools the agent may call.  Agents and users act through 
   carrying the result's ``repr`` (or the error line) and the tool trace.  Several calls
   are a parallel call: they are run in every order on copies of the world, and the
   first order that fails (if any) is the one kept, answers in that order.  Naming a
-  tool that is not offered aborts the episode (:class:`EpisodeAborted`), as upstream.
+  tool that is not offered aborts the episode (:class:`EpisodeAborted`), as upstream;
+  :meth:`Sandbox.unknown_calls` lets a caller refuse such calls instead.
 * :meth:`Sandbox.agent_message`, :meth:`Sandbox.user_message`,
   :meth:`Sandbox.end_conversation`.
 
@@ -23,17 +24,14 @@ import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
-from trace_gym.datadirs import toolsandbox_data_dir
-
-from .tools import KnowledgeBase, ToolOutcome, ToolSpec, load_knowledge_base, load_tool_specs, run_tool
+from .catalog import Catalog, load_catalog
+from .toolbox import unknown_tool_error
+from .tools import ToolOutcome, run_tool
 from .world import REFERENCE_NOW, World, counter_ids
 
-__all__ = [
-    "Sandbox", "EpisodeAborted", "ReplayResult", "replay", "catalog", "world_index", "MAX_PARALLEL_PERMUTED",
-]
+__all__ = ["Sandbox", "EpisodeAborted", "ReplayResult", "replay", "world_index", "MAX_PARALLEL_PERMUTED"]
 
 AGENT, USER, EE, SYSTEM = "AGENT", "USER", "EXECUTION_ENVIRONMENT", "SYSTEM"
 # Parallel calls with more than this many calls are only run in the requested order
@@ -51,27 +49,6 @@ class EpisodeAborted(Exception):
 
     def as_dict(self) -> dict[str, str]:
         return {"type": self.type_name, "message": self.message, "phase": "play"}
-
-
-@dataclass(frozen=True)
-class Catalog:
-    """The tool specs in discovery order and the RapidAPI knowledge base."""
-
-    specs: Mapping[str, ToolSpec]
-    kb: KnowledgeBase
-    raw: Mapping[str, Any]
-
-
-@lru_cache(maxsize=4)
-def _catalog(path: str) -> Catalog:
-    with open(path, encoding="utf-8") as fh:
-        raw = json.load(fh)
-    return Catalog(load_tool_specs(raw), load_knowledge_base(raw), raw)
-
-
-def catalog(path: str | None = None) -> Catalog:
-    """``tools.json`` read once: tool specs and the knowledge base."""
-    return _catalog(str(path or (toolsandbox_data_dir() / "tools.json")))
 
 
 def world_index(sandbox_rows: Sequence[Mapping[str, Any]]) -> int:
@@ -117,7 +94,7 @@ class Sandbox:
               new_id: Any = None, agent_tools: Mapping[str, str] | None = None,
               max_messages: int | None = None) -> Sandbox:
         """A fresh episode of ``scenario`` (a :class:`~trace_gym.toolsandbox.scenarios.Scenario`)."""
-        cat = cat or catalog()
+        cat = cat or load_catalog()
         rows = scenario.sandbox_rows()
         world_rows = {db: scenario.world_rows(db) for db in ("SETTING", "CONTACT", "MESSAGING", "REMINDER")}
         world = World.from_scenario(world_rows, world_index(rows), now=now, new_id=new_id or counter_ids())
@@ -154,16 +131,18 @@ class Sandbox:
         return self.world.snapshots()
 
     # ------------------------------------------------------------------ agent
+    def unknown_calls(self, calls: Sequence[tuple[str, str, Any]]) -> list[str]:
+        """The agent-facing names in ``calls`` that are not offered tools (nothing changes)."""
+        return [name for _, name, _ in calls if name not in self.agent_tools]
+
     def check_calls(self, calls: Sequence[tuple[str, str, Any]]) -> None:
         """Raise :class:`EpisodeAborted` (and record it) if a call names a tool that is not offered."""
-        for _, name, _ in calls:
-            if name not in self.agent_tools:
-                offered = "{" + ", ".join(repr(n) for n in sorted(self.agent_tools)) + "}"
-                msg = (f"Agent tool call agent_facing_tool_name={name!r} is not a known allowed tool. "
-                       f"Options are available_tool_names={offered}")
-                self.exception = EpisodeAborted("KeyError", str(KeyError(msg)))
-                self.active = False
-                raise self.exception
+        for name in self.unknown_calls(calls)[:1]:
+            line = unknown_tool_error(name, self.agent_tools)
+            type_name, _, message = line.partition(": ")
+            self.exception = EpisodeAborted(type_name, message)
+            self.active = False
+            raise self.exception
 
     def emit_calls(self, calls: Sequence[tuple[str, str, Any]], step: int | None = None) -> list[dict[str, Any]]:
         """The agent's call rows (after :meth:`check_calls`)."""
@@ -201,8 +180,6 @@ class Sandbox:
 
     def _run(self, job: tuple[str, str, str, Any], world: World) -> ToolOutcome:
         _, _, tool, args = job
-        if not isinstance(args, dict):
-            return ToolOutcome(error=f"TypeError: {tool}() argument after ** must be a mapping, not {type(args).__name__}")
         return run_tool(self.cat.specs[tool], world, self.cat.kb, args)
 
     def _run_parallel(self, jobs: list[tuple[str, str, str, Any]]) -> tuple[list[int], list[ToolOutcome], World]:

@@ -8,7 +8,9 @@ ENV_ENTRIES: list[EnvEntry] = [
     EnvEntry(
         id="trace/toolsandbox-v0",
         entry_point="trace_gym.toolsandbox.env:ToolSandboxEnv",
-        description="ToolSandbox base scenarios (129): stateful tools, scripted or LLM user, upstream milestone scoring",
+        description="ToolSandbox base scenarios (129): stateful tools, offline (default), scripted or LLM user, upstream milestone scoring",
         kwargs={},
+        family="toolsandbox",
+        domain="toolsandbox",
     ),
 ]

@@ -5,16 +5,23 @@ optionally within ``options={"category": ...}``).  The agent sees the scenario's
 prompt, its allowed tools (OpenAI schemas) and the scripted first user message.
 
 * A tool call runs on the episode's :class:`~trace_gym.toolsandbox.engine.Sandbox`
-  exactly as upstream would: same results and error lines, several calls in one action
-  are a parallel call (permutation rule), and naming a tool that is not offered aborts
-  the episode (reward 0), as upstream's runner does.
-* A text message goes to the user (a :class:`~trace_gym.toolsandbox.users.UserSimulator`:
-  offline scripted by default, or an LLM, or a replay), who answers or ends the
-  conversation.  The bus is capped at the scenario's ``max_messages`` new messages.
+  exactly as upstream would: same results and error lines, and several calls in one
+  action are a parallel call (permutation rule).  A call to a tool that is not offered
+  gets an error tool result (upstream's ``KeyError`` line) and changes nothing, neither
+  the world nor the message bus; ``unknown_tool="abort"`` instead aborts the episode
+  with reward 0 and the maximum turn count, as upstream's runner does.
+* A text message goes to the user (a :class:`~trace_gym.core.users.UserSimulator`), who
+  answers or ends the conversation: ``user="offline"`` (the default,
+  :class:`~trace_gym.toolsandbox.offline_user.OfflineUser`: plays the scenario's user side
+  from its task text, no model, deterministic), ``"scripted"`` (ends after the agent's
+  first answer), ``"llm-openai"`` / ``"llm-hf"`` (an LLM plays the user) or any simulator.  The bus is capped at the scenario's ``max_messages`` new messages.
 * At the end the episode is scored by upstream's evaluator
   (:func:`trace_gym.toolsandbox.evaluation.evaluate`): reward = similarity, and
   ``info["reward_info"]`` holds the milestone and minefield scores with the message
-  index and env step each milestone was matched to.
+  index and env step each milestone was matched to.  Every value keeps its type from
+  episode to episode (so ``gym.make_vec`` can stack infos): ``step`` is ``-1`` for a
+  message no env step produced, ``aborted`` is a bool and ``exception`` a string
+  (``""``, or ``"KeyError: ..."`` for an aborted episode).
 
 Tool augmentations (reset options or constructor defaults):
 ``distraction_tools`` = 3, 10 or ``"all"`` adds upstream's distraction tools;
@@ -29,36 +36,52 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from trace_gym.core import Episode, Tool, ToolEnv, ToolResult, ToolSet
+from trace_gym.core import Episode, ToolEnv, ToolResult, ToolSet
 
-from .engine import Catalog, EpisodeAborted, Sandbox, catalog
-from .users import HFGenerator, LLMUser, OpenAICompatibleGenerator, ScriptedUser, UserSimulator
+from .catalog import Catalog, load_catalog
+from .data import thaw
+from .engine import EpisodeAborted, Sandbox
+from .toolbox import core_tool, unknown_tool_error
+from .users import LLMUser, OfflineUser, ScriptedUser, UserSimulator
 
 __all__ = ["ToolSandboxEnv", "SCRAMBLES", "DISTRACTIONS"]
 
 SCRAMBLES = ("tool_name", "tool_description", "arg_description", "arg_type")
 DISTRACTIONS = {3: "3_distraction_tools", 10: "10_distraction_tools", "all": "all_tools"}
 _WORLD = frozenset({"SETTING", "CONTACT", "MESSAGING", "REMINDER"})
+UNKNOWN_TOOL = ("error", "abort")
+USERS = ("offline", "scripted", "llm-openai", "llm-hf")
 
 
 def _make_user(user: str | UserSimulator, model: str | None, base_url: str | None, api_key: str | None) -> UserSimulator:
     if not isinstance(user, str):
         if not isinstance(user, UserSimulator):
-            raise TypeError(f"user must be 'scripted', 'llm-openai', 'llm-hf' or a UserSimulator, got {type(user).__name__}")
+            raise TypeError(f"user must be one of {USERS} or a UserSimulator, got {type(user).__name__}")
         return user
+    if user == "offline":
+        return OfflineUser()
     if user == "scripted":
         return ScriptedUser()
     if user in ("llm-openai", "llm-hf"):
         if not model:
             raise ValueError(f"user={user!r} needs user_model")
-        gen = (OpenAICompatibleGenerator(model, base_url or "http://localhost:8000/v1", api_key)
-               if user == "llm-openai" else HFGenerator(model))
-        return LLMUser(gen)
-    raise ValueError(f"unknown user {user!r}; expected 'scripted', 'llm-openai', 'llm-hf' or a UserSimulator")
+        from trace_gym.llm import HFChatClient, OpenAIChatClient
+
+        client = (OpenAIChatClient(base_url or "http://localhost:8000/v1", model, api_key=api_key, temperature=0.0,
+                                   max_tokens=256, timeout=60.0)
+                  if user == "llm-openai" else HFChatClient(model))
+        return LLMUser(client)
+    raise ValueError(f"unknown user {user!r}; expected one of {USERS} or a UserSimulator")
+
+
+def _step(step: int | None) -> int:
+    return -1 if step is None else int(step)
 
 
 class ToolSandboxEnv(ToolEnv):
     """One ToolSandbox scenario per episode, scored like upstream."""
+
+    reset_option_keys = frozenset({"scenario", "category", "distraction_tools", "scramble"})
 
     def __init__(
         self,
@@ -66,20 +89,23 @@ class ToolSandboxEnv(ToolEnv):
         scenario: str | None = None,
         category: str | None = None,
         scenarios: Sequence[str] | None = None,
-        user: str | UserSimulator = "scripted",
+        user: str | UserSimulator = "offline",
         user_model: str | None = None,
         user_base_url: str | None = None,
         user_api_key: str | None = None,
         distraction_tools: int | str | None = None,
         scramble: str | None = None,
+        unknown_tool: str = "error",
         max_steps: int = 30,
         render_mode: str | None = None,
     ):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         from .scenarios import load_scenarios
+        from .similarity import prepare_rouge
 
+        prepare_rouge()  # a one-off import of seconds, here rather than in the step that ends the first episode
         self._all = load_scenarios()
-        self._cat: Catalog = catalog()
+        self._cat: Catalog = load_catalog()
         pool = list(scenarios) if scenarios is not None else list(self._all)
         unknown = [n for n in pool if n not in self._all]
         if unknown:
@@ -90,6 +116,9 @@ class ToolSandboxEnv(ToolEnv):
         self._defaults = {"scenario": scenario, "category": category, "distraction_tools": distraction_tools,
                           "scramble": scramble}
         self._check_augmentation(distraction_tools, scramble)
+        if unknown_tool not in UNKNOWN_TOOL:
+            raise ValueError(f"unknown_tool must be one of {UNKNOWN_TOOL}, got {unknown_tool!r}")
+        self.unknown_tool = unknown_tool
         if scenario is not None and scenario not in self._all:
             raise ValueError(f"unknown ToolSandbox scenario {scenario!r}")
         self.user = _make_user(user, user_model, user_base_url, user_api_key)
@@ -132,7 +161,7 @@ class ToolSandboxEnv(ToolEnv):
             if name not in names or name == "end_conversation":
                 continue
             spec = self._cat.specs[name]
-            schema = json.loads(json.dumps(spec.schema))
+            schema = thaw(spec.schema)
             facing = name
             if scramble == "tool_name":
                 facing = spec.augmented_views.get("scrambled_name", name)
@@ -140,7 +169,7 @@ class ToolSandboxEnv(ToolEnv):
             elif scramble is not None:
                 view = spec.augmented_views.get(f"{scramble}_scrambled")
                 if view:
-                    schema = json.loads(json.dumps(view))
+                    schema = thaw(view)
             out.append((facing, name, schema))
         return out
 
@@ -155,28 +184,17 @@ class ToolSandboxEnv(ToolEnv):
         self._aborted = None
         self._batch = None
         self.user.reset(scenario, None)
-        writes = {t["name"]: set(t.get("writes") or ()) for t in self._cat.raw["tools"]}
         toolset = ToolSet(
-            Tool(
-                name=facing,
-                description=schema["function"].get("description", ""),
-                parameters=schema["function"].get("parameters", {"type": "object", "properties": {}}),
-                fn=self._direct_call(facing),
-                kind="write" if writes.get(name, set()) & _WORLD else "read",
-                validate=lambda args: None,
-            )
+            core_tool(self._cat.specs[name], self._direct_call(facing), facing=facing, schema=schema)
             for facing, name, schema in tools
         )
-        # Keep the exact upstream schemas (the core would otherwise rebuild them).
-        for (_facing, _, schema), tool in zip(tools, toolset, strict=False):
-            tool._schema = schema
         opening = [{"role": "user", "content": m} for m in scenario.first_user_messages]
         info = {"scenario": scenario.name, "categories": list(scenario.categories),
                 "agent_tools": [f for f, _, _ in tools]}
         return Episode(system_prompt=scenario.agent_system_prompt, tools=toolset, messages=opening, info=info)
 
     def _direct_call(self, facing: str) -> Any:
-        def call(**arguments: Any) -> str:
+        def call(arguments: dict[str, Any]) -> str:
             assert self.sandbox is not None
             rows = self.sandbox.agent_calls([(f"direct_{len(self.sandbox.messages)}", facing, arguments)], self._steps)
             return rows[-1]["content"]
@@ -199,17 +217,23 @@ class ToolSandboxEnv(ToolEnv):
                  for c in calls_msg.get("tool_calls", [])]
         if self._termination_reason is not None or not self.sandbox.active:
             return [ToolResult("Error: the conversation has ended", True) for _ in calls]
-        try:
-            self.sandbox.check_calls(calls)
-        except EpisodeAborted as exc:
-            self._aborted = exc
-            self.end("aborted")
-            return [ToolResult(f"Error: {exc.type_name}: {exc.message}", True) for _ in calls]
-        self.sandbox.emit_calls(calls, self._steps)
-        rows = self.sandbox.answer_calls(calls, self._steps)
-        by_id = {r["openai_tool_call_id"]: r for r in rows}
-        return [ToolResult(str(by_id[cid]["content"]), by_id[cid]["tool_call_exception"] is not None)
-                for cid, _, _ in calls]
+        if self.unknown_tool == "abort":
+            try:
+                self.sandbox.check_calls(calls)
+            except EpisodeAborted as exc:
+                self._aborted = exc
+                self.end("aborted")
+                return [ToolResult(f"Error: {exc.type_name}: {exc.message}", True) for _ in calls]
+        unknown = set(self.sandbox.unknown_calls(calls))
+        known = [c for c in calls if c[1] not in unknown]
+        by_id: dict[str, ToolResult] = {}
+        if known:  # the offered calls run as one (parallel) call; the others touch nothing
+            self.sandbox.emit_calls(known, self._steps)
+            for r in self.sandbox.answer_calls(known, self._steps):
+                by_id[r["openai_tool_call_id"]] = ToolResult(str(r["content"]), r["tool_call_exception"] is not None)
+        return [by_id[cid] if cid in by_id else
+                ToolResult(f"Error: {unknown_tool_error(name, self.sandbox.agent_tools)}", True)
+                for cid, name, _ in calls]
 
     def _respond(self, message: dict[str, Any]) -> list[dict[str, Any]]:
         sb = self.sandbox
@@ -242,9 +266,10 @@ class ToolSandboxEnv(ToolEnv):
         steps = sb.message_steps
 
         def nodes(mapping: Any) -> dict[str, dict[str, Any]]:
-            return {str(k): {"score": float(s), "message_index": int(i), "step": steps.get(int(i))}
+            return {str(k): {"score": float(s), "message_index": int(i), "step": _step(steps.get(int(i)))}
                     for k, (i, s) in mapping.items()}
 
+        exc = result.exception
         info = {
             "scenario": self.scenario.name,
             "similarity": float(result.similarity),
@@ -253,7 +278,8 @@ class ToolSandboxEnv(ToolEnv):
             "turn_count": int(result.turn_count),
             "milestones": nodes(result.milestone_mapping),
             "minefields": nodes(result.minefield_mapping),
-            "exception": dict(result.exception) if result.exception is not None else None,
+            "aborted": exc is not None,
+            "exception": f"{exc.get('type', '')}: {exc.get('message', '')}" if exc is not None else "",
         }
         return float(result.similarity), info
 
@@ -270,3 +296,11 @@ class ToolSandboxEnv(ToolEnv):
     def bus(self) -> list[dict[str, Any]]:
         """The ToolSandbox message bus of the episode (upstream's columns)."""
         return list(self.sandbox.messages) if self.sandbox is not None else []
+
+    @property
+    def task_source(self):
+        """The scenarios, gold references and report groups (:mod:`trace_gym.toolsandbox.tasks`)."""
+        from .tasks import ToolSandboxTasks
+
+        writes = frozenset(n for n, spec in self._cat.specs.items() if set(spec.writes) & _WORLD)
+        return ToolSandboxTasks(self._all, self._pool, writes)

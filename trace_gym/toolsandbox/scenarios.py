@@ -1,8 +1,8 @@
-"""Typed, immutable views of the ToolSandbox data: ``scenarios/base_scenarios.jsonl`` and ``tools.json``.
+"""Typed, immutable views of the ToolSandbox scenarios (``scenarios/base_scenarios.jsonl``).
 
-Everything is read once per path and cached.  Nested JSON payloads (world rows, target rows,
-schemas, the RapidAPI knowledge base) are deep-frozen: dicts become :class:`FrozenDict`, lists
-become tuples.  :func:`thaw` turns such a value back into plain, mutable JSON data.
+Everything is read once per path and cached.  Nested JSON payloads (world rows, target rows)
+are deep-frozen (:mod:`trace_gym.toolsandbox.data`).  The tool catalogue (``tools.json``) is
+read by :mod:`trace_gym.toolsandbox.catalog`.
 
 Malformed data raises :class:`ScenarioError`, whose message names the file, the line (for the
 JSONL file), the scenario and the field, e.g.
@@ -12,13 +12,15 @@ JSONL file), the scenario and the field, e.g.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from trace_gym.datadirs import toolsandbox_data_dir
+
+from .data import Fields, FrozenDict, ScenarioError, freeze, json_isinstance, thaw
 
 __all__ = [
     "COLUMN_KINDS",
@@ -36,13 +38,9 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "TimeDependentValue",
-    "ToolCatalog",
-    "ToolDefault",
-    "ToolSpec",
     "freeze",
     "load_scenario",
     "load_scenarios",
-    "load_tools",
     "parse_scenario",
     "thaw",
 ]
@@ -56,76 +54,6 @@ COLUMN_KINDS: frozenset[str] = frozenset({"exact", "rouge_l", "contains", "one",
 _CASTS = frozenset({"float", "int"})
 _NORMALIZATIONS = frozenset({"float_surface_forms"})
 _FILL_TO = frozenset({"content", "tool_trace"})
-
-
-class ScenarioError(ValueError):
-    """The ToolSandbox data is malformed; the message names the file, scenario and field."""
-
-
-# --------------------------------------------------------------------------- frozen JSON
-
-
-class FrozenDict(Mapping[str, Any]):
-    """A read-only, hashable, picklable mapping (the frozen form of a JSON object)."""
-
-    __slots__ = ("_data", "_hash")
-
-    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
-        self._data: dict[str, Any] = dict(data or {})
-        self._hash: int | None = None
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __hash__(self) -> int:
-        if self._hash is None:
-            self._hash = hash(frozenset((k, _hashable(v)) for k, v in self._data.items()))
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, FrozenDict):
-            return self._data == other._data
-        if isinstance(other, Mapping):
-            return self._data == dict(other)
-        return NotImplemented
-
-    def __repr__(self) -> str:
-        return f"FrozenDict({self._data!r})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (FrozenDict, (self._data,))
-
-
-def _hashable(value: Any) -> Any:
-    try:
-        hash(value)
-    except TypeError:
-        return repr(value)
-    return value
-
-
-def freeze(value: Any) -> Any:
-    """Deep-freeze JSON data: dicts -> :class:`FrozenDict`, lists -> tuples, scalars unchanged."""
-    if isinstance(value, Mapping):
-        return FrozenDict({str(k): freeze(v) for k, v in value.items()})
-    if isinstance(value, (list, tuple)):
-        return tuple(freeze(v) for v in value)
-    return value
-
-
-def thaw(value: Any) -> Any:
-    """The inverse of :func:`freeze`: plain, mutable dicts and lists."""
-    if isinstance(value, Mapping):
-        return {k: thaw(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [thaw(v) for v in value]
-    return value
 
 
 # --------------------------------------------------------------------------- typed objects
@@ -240,116 +168,17 @@ class Scenario:
         return thaw(self.sandbox)
 
 
-@dataclass(frozen=True)
-class ToolDefault:
-    """A parameter default and whether upstream records it in the tool trace."""
-
-    value: Any
-    recorded_in_trace: bool
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """One entry of ``tools.json`` → ``tools``."""
-
-    name: str
-    module: str
-    visible_to: tuple[str, ...]
-    openai_schema: FrozenDict
-    python_signature: str
-    defaults: FrozenDict  # parameter -> ToolDefault
-    docstring: str
-    reads: tuple[str, ...]
-    writes: tuple[str, ...]
-    preconditions: tuple[FrozenDict, ...]
-    matching: Any
-    effect: Any
-    rapidapi: bool
-    augmented_views: FrozenDict
-
-
-@dataclass(frozen=True)
-class ToolCatalog:
-    """``tools.json``: the tools in discovery order plus the RapidAPI offline model."""
-
-    discovery_order: tuple[str, ...]
-    tools: FrozenDict  # name -> ToolSpec
-    rapidapi: FrozenDict
-    upstream_commit: str
-
-    def __getitem__(self, name: str) -> ToolSpec:
-        return self.tools[name]
-
-
-# --------------------------------------------------------------------------- field readers
-
-
-class _Fields:
-    """Reads typed fields out of one JSON object, naming ``where`` and the field on failure."""
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-
-    def fail(self, field: str, problem: str) -> ScenarioError:
-        return ScenarioError(f"{self.where}: {field}: {problem}")
-
-    def get(self, obj: Any, key: str, field: str, types: type | tuple[type, ...], optional: bool = False) -> Any:
-        if not isinstance(obj, Mapping):
-            raise self.fail(
-                field.rsplit(".", 1)[0] if "." in field else field, f"expected an object, got {type(obj).__name__}"
-            )
-        if key not in obj:
-            if optional:
-                return None
-            raise self.fail(field, "missing")
-        value = obj[key]
-        if value is None and optional:
-            return None
-        if not _isinstance(value, types):
-            raise self.fail(field, f"expected {_type_names(types)}, got {type(value).__name__} {value!r:.60}")
-        return value
-
-    def strings(self, obj: Any, key: str, field: str, optional: bool = False) -> tuple[str, ...] | None:
-        value = self.get(obj, key, field, list, optional)
-        if value is None:
-            return None
-        for i, item in enumerate(value):
-            if not isinstance(item, str):
-                raise self.fail(f"{field}[{i}]", f"expected a string, got {type(item).__name__}")
-        return tuple(value)
-
-
-def _isinstance(value: Any, types: type | tuple[type, ...]) -> bool:
-    tup = types if isinstance(types, tuple) else (types,)
-    if isinstance(value, bool) and bool not in tup:
-        return False  # JSON true/false is never an integer or a number here
-    return isinstance(value, tup)
-
-
-def _type_names(types: type | tuple[type, ...]) -> str:
-    tup = types if isinstance(types, tuple) else (types,)
-    names = {
-        list: "a list",
-        dict: "an object",
-        str: "a string",
-        int: "an integer",
-        float: "a number",
-        bool: "a boolean",
-    }
-    return " or ".join(names.get(t, t.__name__) for t in tup)
-
-
 # --------------------------------------------------------------------------- scenario parsing
 
 
-def _parse_column_similarity(f: _Fields, obj: Any, field: str) -> ColumnSimilarity:
+def _parse_column_similarity(f: Fields, obj: Any, field: str) -> ColumnSimilarity:
     kind = f.get(obj, "kind", f"{field}.kind", str)
     if kind not in COLUMN_KINDS:
         raise f.fail(f"{field}.kind", f"unknown column similarity {kind!r} (expected one of {sorted(COLUMN_KINDS)})")
     atol = f.get(obj, "atol_dict", f"{field}.atol_dict", dict, optional=True)
     if atol is not None:
         for name, tol in atol.items():
-            if not _isinstance(tol, (int, float)):
+            if not json_isinstance(tol, (int, float)):
                 raise f.fail(f"{field}.atol_dict.{name}", f"expected a number, got {tol!r}")
     if kind == "close" and atol is None:
         raise f.fail(f"{field}.atol_dict", "a 'close' similarity needs atol_dict")
@@ -359,7 +188,7 @@ def _parse_column_similarity(f: _Fields, obj: Any, field: str) -> ColumnSimilari
     return ColumnSimilarity(kind=kind, atol=freeze(atol) if atol is not None else None)
 
 
-def _parse_extractor(f: _Fields, obj: Any, field: str) -> Extractor:
+def _parse_extractor(f: Fields, obj: Any, field: str) -> Extractor:
     name = f.get(obj, "name", f"{field}.name", str)
     outputs_raw = f.get(obj, "outputs", f"{field}.outputs", list)
     if not outputs_raw:
@@ -370,7 +199,7 @@ def _parse_extractor(f: _Fields, obj: Any, field: str) -> Extractor:
         key = f.get(out, "key", f"{ofield}.key", str)
         path = f.get(out, "path", f"{ofield}.path", list)
         for j, step in enumerate(path):
-            if not _isinstance(step, (str, int)):
+            if not json_isinstance(step, (str, int)):
                 raise f.fail(f"{ofield}.path[{j}]", f"expected a string or an integer, got {step!r}")
         cast = f.get(out, "cast", f"{ofield}.cast", str, optional=True)
         if cast is not None and cast not in _CASTS:
@@ -382,7 +211,7 @@ def _parse_extractor(f: _Fields, obj: Any, field: str) -> Extractor:
     return Extractor(name=name, outputs=tuple(outputs), normalization=normalization)
 
 
-def _parse_constraint(f: _Fields, obj: Any, field: str, n_nodes: int) -> Constraint:
+def _parse_constraint(f: Fields, obj: Any, field: str, n_nodes: int) -> Constraint:
     database = f.get(obj, "database", f"{field}.database", str)
     if database not in DATABASES:
         raise f.fail(f"{field}.database", f"unknown database {database!r} (expected one of {list(DATABASES)})")
@@ -448,7 +277,7 @@ def _parse_constraint(f: _Fields, obj: Any, field: str, n_nodes: int) -> Constra
     )
 
 
-def _parse_milestones(f: _Fields, obj: Mapping[str, Any], key: str) -> tuple[Milestone, ...]:
+def _parse_milestones(f: Fields, obj: Mapping[str, Any], key: str) -> tuple[Milestone, ...]:
     raw = f.get(obj, key, key, list)
     out = []
     for i, m in enumerate(raw):
@@ -495,14 +324,14 @@ def _parse_milestones(f: _Fields, obj: Mapping[str, Any], key: str) -> tuple[Mil
 
 
 def _parse_edges(
-    f: _Fields, obj: Mapping[str, Any], key: str, n: int, optional: bool
+    f: Fields, obj: Mapping[str, Any], key: str, n: int, optional: bool
 ) -> tuple[tuple[int, int], ...] | None:
     raw = f.get(obj, key, key, list, optional=optional)
     if raw is None:
         return None
     edges = []
     for i, e in enumerate(raw):
-        if not (isinstance(e, list) and len(e) == 2 and all(_isinstance(x, int) for x in e)):
+        if not (isinstance(e, list) and len(e) == 2 and all(json_isinstance(x, int) for x in e)):
             raise f.fail(f"{key}[{i}]", f"expected a pair of node indices, got {e!r}")
         a, b = e
         if not (0 <= a < n and 0 <= b < n) or a == b:
@@ -528,7 +357,7 @@ def _ancestors(n: int, edges: tuple[tuple[int, int], ...]) -> list[set[int]]:
     return out
 
 
-def _check_dag(f: _Fields, key: str, nodes: tuple[Milestone, ...], edges: tuple[tuple[int, int], ...]) -> None:
+def _check_dag(f: Fields, key: str, nodes: tuple[Milestone, ...], edges: tuple[tuple[int, int], ...]) -> None:
     ancestors = _ancestors(len(nodes), edges)
     for i, anc in enumerate(ancestors):
         if i in anc:
@@ -580,11 +409,11 @@ def _fill_guardrails(
 
 def parse_scenario(obj: Any, where: str = "scenario") -> Scenario:
     """Build a :class:`Scenario` from one decoded JSONL object; ``where`` prefixes error messages."""
-    f = _Fields(where)
+    f = Fields(where)
     if not isinstance(obj, Mapping):
         raise ScenarioError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     name = f.get(obj, "name", "name", str)
-    f = _Fields(f"{where}: scenario {name!r}")
+    f = Fields(f"{where}: scenario {name!r}")
     milestones = _parse_milestones(f, obj, "milestones")
     minefields = _parse_milestones(f, obj, "minefields")
     m_edges = _parse_edges(f, obj, "milestone_edges", len(milestones), optional=False)
@@ -698,69 +527,3 @@ def load_scenario(name: str, path: str | Path | None = None) -> Scenario:
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise KeyError(f"unknown ToolSandbox scenario {name!r} ({len(scenarios)} known){hint}")
     return scenarios[name]
-
-
-# --------------------------------------------------------------------------- tools.json
-
-
-def _parse_tool(f: _Fields, obj: Any, field: str) -> ToolSpec:
-    name = f.get(obj, "name", f"{field}.name", str)
-    field = f"tools[{name!r}]"
-    defaults_raw = f.get(obj, "defaults", f"{field}.defaults", dict, optional=True) or {}
-    defaults = {}
-    for param, d in defaults_raw.items():
-        recorded = f.get(d, "recorded_in_trace", f"{field}.defaults.{param}.recorded_in_trace", bool)
-        defaults[param] = ToolDefault(value=freeze(d.get("value")), recorded_in_trace=recorded)
-    schema = f.get(obj, "openai_schema", f"{field}.openai_schema", dict)
-    fn = f.get(schema, "function", f"{field}.openai_schema.function", dict)
-    if fn.get("name") != name:
-        raise f.fail(f"{field}.openai_schema.function.name", f"is {fn.get('name')!r}, expected {name!r}")
-    return ToolSpec(
-        name=name,
-        module=f.get(obj, "module", f"{field}.module", str),
-        visible_to=f.strings(obj, "visible_to", f"{field}.visible_to") or (),
-        openai_schema=freeze(schema),
-        python_signature=f.get(obj, "python_signature", f"{field}.python_signature", str),
-        defaults=FrozenDict(defaults),
-        docstring=f.get(obj, "docstring", f"{field}.docstring", str, optional=True) or "",
-        reads=f.strings(obj, "reads", f"{field}.reads", optional=True) or (),
-        writes=f.strings(obj, "writes", f"{field}.writes", optional=True) or (),
-        preconditions=freeze(f.get(obj, "preconditions", f"{field}.preconditions", list, optional=True) or []),
-        matching=freeze(obj.get("matching")),
-        effect=freeze(obj.get("effect")),
-        rapidapi=bool(f.get(obj, "rapidapi", f"{field}.rapidapi", bool, optional=True)),
-        augmented_views=freeze(f.get(obj, "augmented_views", f"{field}.augmented_views", dict, optional=True) or {}),
-    )
-
-
-@lru_cache(maxsize=4)
-def _load_tools_cached(path: Path) -> ToolCatalog:
-    if not path.is_file():
-        raise ScenarioError(f"{path}: no such file (the ToolSandbox tool catalogue; see TOOLSANDBOX_DATA_DIR)")
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ScenarioError(f"{path.name}: invalid JSON: {exc}") from None
-    f = _Fields(path.name)
-    order = f.strings(obj, "discovery_order", "discovery_order") or ()
-    tools = {}
-    for i, t in enumerate(f.get(obj, "tools", "tools", list)):
-        spec = _parse_tool(f, t, f"tools[{i}]")
-        if spec.name in tools:
-            raise f.fail(f"tools[{i}].name", f"duplicate tool {spec.name!r}")
-        tools[spec.name] = spec
-    unknown = [n for n in order if n not in tools]
-    if unknown:
-        raise f.fail("discovery_order", f"names tools that are not described: {unknown}")
-    return ToolCatalog(
-        discovery_order=order,
-        tools=FrozenDict(tools),
-        rapidapi=freeze(f.get(obj, "rapidapi", "rapidapi", dict, optional=True) or {}),
-        upstream_commit=f.get(obj, "upstream_commit", "upstream_commit", str, optional=True) or "",
-    )
-
-
-def load_tools(path: str | Path | None = None) -> ToolCatalog:
-    """``tools.json`` as a :class:`ToolCatalog` (read once, then cached)."""
-    p = Path(path) if path is not None else toolsandbox_data_dir() / "tools.json"
-    return _load_tools_cached(p.resolve())

@@ -19,8 +19,10 @@ import numpy as np
 from trace_gym.toolsandbox.scenarios import ColumnSimilarity
 
 __all__ = [
+    "ROUGE_MAX_CHARS",
     "column_similarity",
     "is_close",
+    "prepare_rouge",
     "rouge_l",
     "table_similarity",
     "tool_trace_matches",
@@ -29,25 +31,80 @@ __all__ = [
 _MISSING = object()  # an argument absent from a traced call (never equal to anything)
 
 
-class _RougeL:
-    """A lazily built ``rouge_score`` ROUGE-L scorer with the Porter stemmer."""
+# A text longer than this is not ROUGE-scored (it scores 0): a chat message or a reminder of more
+# than ten thousand characters is not an answer, and reading it would make scoring cost grow with
+# whatever an agent sends.  The longest text in upstream's recorded trajectories has under 1,600.
+ROUGE_MAX_CHARS = 10_000
 
-    scorer: Any = None
+
+class _RougeL:
+    """``rouge_score``'s tokenizer with the Porter stemmer, built once; the stemmer is memoised."""
+
+    tokenize: Any = None
+    fmeasure: Any = None
 
     @classmethod
-    def get(cls) -> Any:
-        if cls.scorer is None:
-            from rouge_score import rouge_scorer  # imported on first use: it pulls in nltk
+    def prepare(cls) -> None:
+        """Import rouge-score (it pulls in nltk: seconds) now rather than at the first score."""
+        if cls.tokenize is None:
+            from nltk.stem import porter
+            from rouge_score import scoring, tokenize
 
-            cls.scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
-        return cls.scorer
+            class _Stemmer:  # rouge-score's default stemmer, memoised per word
+                stem = staticmethod(lru_cache(maxsize=1 << 16)(porter.PorterStemmer().stem))
+
+            stemmer = _Stemmer()
+            cls.fmeasure = staticmethod(scoring.fmeasure)
+            cls.tokenize = staticmethod(lambda text: tokenize.tokenize(text, stemmer))
 
 
-@lru_cache(maxsize=65536)
+def prepare_rouge() -> None:
+    """Load the ROUGE-L tokenizer ahead of the first :func:`rouge_l` call (a one-off import of seconds)."""
+    _RougeL.prepare()
+
+
+@lru_cache(maxsize=2048)
+def _tokens(text: str) -> tuple[str, ...]:
+    _RougeL.prepare()
+    return tuple(_RougeL.tokenize(text))
+
+
+def _lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of a longest common subsequence, bit-parallel over the shorter sequence (Hyyrö, 2004):
+    one pass over the longer one, so scoring a long text against a short target stays linear."""
+    if len(a) > len(b):
+        a, b = b, a
+    masks: dict[str, int] = {}
+    for i, token in enumerate(a):
+        masks[token] = masks.get(token, 0) | (1 << i)
+    full = (1 << len(a)) - 1
+    v = full
+    for token in b:
+        u = v & masks.get(token, 0)
+        if u:
+            v = ((v + u) | (v - u)) & full
+    return len(a) - v.bit_count()
+
+
 def rouge_l(target: str, prediction: str) -> float:
-    """ROUGE-L F-measure of ``prediction`` against ``target`` (rouge-score, stemmed), as float32."""
-    score = _RougeL.get().score(target=target, prediction=prediction)["rougeL"].fmeasure
-    return float(np.float32(score))
+    """ROUGE-L F-measure of ``prediction`` against ``target`` (rouge-score's stemmed tokens), as float32.
+
+    Equal to ``RougeScorer(["rougeL"], use_stemmer=True).score(target, prediction)``; a text longer
+    than :data:`ROUGE_MAX_CHARS` scores 0 without being read.
+    """
+    if len(target) > ROUGE_MAX_CHARS or len(prediction) > ROUGE_MAX_CHARS:
+        return 0.0
+    return _rouge_l(target, prediction)
+
+
+@lru_cache(maxsize=8192)
+def _rouge_l(target: str, prediction: str) -> float:
+    t, p = _tokens(target), _tokens(prediction)
+    if not t or not p:
+        return 0.0
+    lcs = _lcs_length(t, p)
+    precision, recall = lcs / len(p), lcs / len(t)
+    return float(np.float32(_RougeL.fmeasure(precision, recall)))
 
 
 def is_close(value: Any, reference: Any, atol: float | None) -> bool:

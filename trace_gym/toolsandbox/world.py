@@ -102,6 +102,23 @@ class World:
 
     # ------------------------------------------------------------------ construction
     @classmethod
+    def from_tables(
+        cls,
+        tables: dict[str, list[dict[str, Any]]],
+        *,
+        now: float = REFERENCE_NOW,
+        new_id: Callable[[], str] | None = None,
+    ) -> World:
+        """A world whose databases hold ``tables`` (``{db: rows}``) from index 0.
+
+        ``SETTING`` defaults to one row of :data:`BASE_SETTINGS` (no device id, no location).
+        Use it to run the tools on a world of your own (e.g. a synthetic one).
+        """
+        tables = dict(tables)
+        tables.setdefault("SETTING", [dict(BASE_SETTINGS)])
+        return cls({db: [(0, [dict(r) for r in rows])] for db, rows in tables.items()}, now=now, new_id=new_id)
+
+    @classmethod
     def from_scenario(
         cls,
         world_rows: dict[str, list[dict[str, Any]]],

@@ -2,9 +2,13 @@
 
 * :func:`train` / :class:`TrainConfig` — the ``trace-gym train`` command's engine,
   built on TRL's ``GRPOTrainer`` and PEFT (see :mod:`trace_gym.train.trainer`);
+  :func:`grpo_trainer_class` — that ``GRPOTrainer`` subclass, whose loss computes a
+  group's shared prompt prefix once (see :mod:`trace_gym.train.shared_prefix`);
 * :class:`EnvRolloutFunc`, :func:`env_reward`, :func:`seed_dataset` — the pieces to
   hand any trace-gym env to your own ``GRPOTrainer`` (see :mod:`trace_gym.train.integration`);
-* :func:`collect_episodes` — play episodes with any policy, for any RL library.
+* :func:`collect_episodes` — play episodes with any policy, for any RL library;
+* :func:`warm_start` / :func:`train_with_warm_start` — LoRA SFT on reference episodes
+  (:func:`build_demonstrations`) before GRPO (see :mod:`trace_gym.train.sft`).
 
 Heavy imports (torch, transformers, trl) happen only when a function that needs
 them is called.
@@ -13,12 +17,15 @@ them is called.
 from __future__ import annotations
 
 from .config import ConfigError, TrainConfig, load_config
+from .demos import Demonstration, build_demonstrations
 from .integration import EpisodeRecord, collect_episodes, grpo_trainer_kwargs
 from .rollout_func import EnvRolloutFunc, RolloutStats, env_reward, seed_dataset
-from .trainer import TrainResult, train
+from .sft import WarmStartResult, train_with_warm_start, warm_start
+from .trainer import TrainResult, grpo_trainer_class, train
 
 __all__ = [
-    "TrainConfig", "ConfigError", "load_config", "train", "TrainResult",
+    "TrainConfig", "ConfigError", "load_config", "train", "TrainResult", "grpo_trainer_class",
     "EnvRolloutFunc", "RolloutStats", "env_reward", "seed_dataset",
     "collect_episodes", "EpisodeRecord", "grpo_trainer_kwargs",
+    "Demonstration", "build_demonstrations", "WarmStartResult", "warm_start", "train_with_warm_start",
 ]

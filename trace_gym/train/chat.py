@@ -7,10 +7,11 @@ environment's replies are rendered as the chat template would render them after
 an assistant turn, ending with the template's generation prompt, so the next
 turn is sampled from a well-formed conversation.
 
-Messages are prepared exactly as :class:`trace_gym.policies.hf.HFPolicy` prepares
-them (native ``tools=`` when the template supports it, else ``<tool_call>`` text,
-``<tool_response>`` user turns and the tool list in the system message), so an
-adapter is trained on the prompts it is later evaluated with.  The template's text
+Messages are rendered by :mod:`trace_gym.policies.prompting`, as
+:class:`trace_gym.policies.hf.HFPolicy` renders them (native ``tools=`` when the
+template supports it, else ``<tool_call>`` text, ``<tool_response>`` user turns and
+the tool list in the system message), so an adapter is trained on the prompts it is
+later evaluated with.  The template's text
 around an assistant turn is found by rendering a small probe conversation, which
 works for any template that renders a conversation as the concatenation of its
 turns (ChatML, Llama 3, Mistral, ...).
@@ -20,15 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..policies.hf import TOOL_LISTINGS, template_messages
+from ..policies.prompting import TOOL_LISTINGS, native_tools, render_chat, resolve_tool_format, template_messages
 
 __all__ = ["ChatRenderer"]
 
 _MARK = "\u2063TRACE_GYM_ASSISTANT_MARK\u2063"
-_PROBE_TOOL = {
-    "type": "function",
-    "function": {"name": "trace_gym_probe_tool", "description": "probe", "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}},
-}
 
 
 class ChatRenderer:
@@ -38,10 +35,12 @@ class ChatRenderer:
     ``system`` lists them in the system message, ``none`` leaves them out, and
     ``auto`` uses the template when it renders tools and the system message
     otherwise.  ``tool_listing`` is how a system-message listing writes them
-    (``compact`` one line per tool, or ``json`` schemas), as ``HFPolicy`` does.
+    (``compact`` one line per tool, or ``json`` schemas) and ``tool_format`` how calls
+    are written (``hermes``, ``smollm2`` or ``auto``: the model's own), as ``HFPolicy`` does.
     """
 
-    def __init__(self, tokenizer: Any, tools_in_prompt: str = "auto", tool_listing: str = "compact"):
+    def __init__(self, tokenizer: Any, tools_in_prompt: str = "auto", tool_listing: str = "compact",
+                 tool_format: str = "auto"):
         if getattr(tokenizer, "chat_template", None) is None:
             raise ValueError("the tokenizer has no chat template; trace-gym renders episodes with the model's chat template")
         if tools_in_prompt not in ("auto", "template", "system", "none"):
@@ -51,8 +50,9 @@ class ChatRenderer:
         self.tokenizer = tokenizer
         self.tools_mode = tools_in_prompt
         self.tool_listing = tool_listing
+        self.tool_format = resolve_tool_format(tokenizer, tool_format)
         if tools_in_prompt == "auto":
-            self.native_tools = _native_tools(tokenizer)
+            self.native_tools = native_tools(tokenizer)
         else:
             self.native_tools = tools_in_prompt == "template"
         self._eot_cache: str | None = None
@@ -60,11 +60,17 @@ class ChatRenderer:
     # ------------------------------------------------------------------ text level
     def _render(self, messages: list[dict[str, Any]], *, generation_prompt: bool, tools: list[dict[str, Any]] | None = None) -> str:
         tools = list(tools or []) if self.tools_mode != "none" else []
-        prepared = template_messages(messages, tools, self.native_tools, self.tool_listing)
-        kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": generation_prompt}
-        if tools and self.native_tools:
-            kwargs["tools"] = tools
-        return self.tokenizer.apply_chat_template(prepared, **kwargs)
+        return render_chat(self.tokenizer, messages, tools, native=self.native_tools, tool_listing=self.tool_listing,
+                           tool_format=self.tool_format, generation_prompt=generation_prompt)
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
+               generation_prompt: bool) -> str:
+        """The template's text for a conversation (with or without the generation prompt after it)."""
+        return self._render(messages, generation_prompt=generation_prompt, tools=tools)
+
+    def end_of_turn(self) -> str:
+        """The text the template writes right after an assistant message's content."""
+        return self._end_of_turn()
 
     def prompt_text(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         """The prompt for the first agent turn, ending with the generation prompt (as ``HFPolicy`` renders it)."""
@@ -92,7 +98,7 @@ class ChatRenderer:
         if t_full.startswith(t_base):
             delta = t_full[len(t_base):]
         else:  # a template that rewrites earlier turns: fall back to a plain rendering of the new turns
-            plain = template_messages(list(new_messages), [], False)
+            plain = template_messages(list(new_messages), [], False, tool_format=self.tool_format)
             delta = "".join(f"\n{m['role']}: {m['content']}" for m in plain) + "\nassistant: "
         if ended_with and eot.startswith(ended_with):
             eot = eot[len(ended_with):]
@@ -107,14 +113,3 @@ class ChatRenderer:
 
     def continuation_ids(self, new_messages: list[dict[str, Any]], ended_with: str | None) -> list[int]:
         return self.encode(self.continuation_text(new_messages, ended_with))
-
-
-def _native_tools(tokenizer: Any) -> bool:
-    """Whether the chat template renders ``tools=`` (the same probe ``HFPolicy`` uses)."""
-    probe = [{"role": "user", "content": "hi"}]
-    try:
-        with_tools = tokenizer.apply_chat_template(probe, tools=[_PROBE_TOOL], tokenize=False, add_generation_prompt=True)
-        without = tokenizer.apply_chat_template(probe, tokenize=False, add_generation_prompt=True)
-    except Exception:
-        return False
-    return "trace_gym_probe_tool" in with_tools and with_tools != without

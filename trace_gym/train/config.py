@@ -77,6 +77,7 @@ class TrainConfig:
     # Prompt rendering.
     tools_in_prompt: str = "auto"  # auto | template | system | none
     tool_listing: str = "compact"  # compact | json: how a system-message tool list is written (as HFPolicy)
+    tool_format: str = "auto"  # auto | hermes | smollm2: how calls are written (auto: the model's own, as HFPolicy)
 
     # LoRA.
     lora_r: int = 16
@@ -84,6 +85,18 @@ class TrainConfig:
     lora_dropout: float = 0.0
     lora_target_modules: list[str] | str = "all-linear"
     lora_bias: str = "none"
+    init_adapter: str | None = None  # start from this LoRA adapter folder (same r/alpha/targets) instead of a fresh one
+
+    # Supervised warm start on reference episodes (`train --warm-start`, `trace-gym sft`), same LoRA.
+    sft_envs: list[str] = field(default_factory=list)  # env ids to draw demonstrations from (empty: env_id)
+    sft_seeds_per_env: int = 32  # train-split tasks per env
+    sft_seed_start: int = 0  # first train-split task used
+    sft_epochs: float = 1.0
+    sft_max_steps: int = 0  # optimizer steps (0: sft_epochs decide)
+    sft_learning_rate: float = 2e-4
+    sft_batch_size: int = 4
+    sft_gradient_accumulation_steps: int = 1
+    sft_max_length: int = 4096  # tokens per demonstration (longer ones are cut)
 
     # Back end.
     backend: str = "auto"  # auto | transformers | vllm
@@ -91,6 +104,11 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda
     # None: on for CPU (a 5k-token GRPO backward of SmolLM2-135M needs >24 GB without it), off on GPU.
     gradient_checkpointing: bool | None = None
+    # Compute the prompt prefix a group shares once: in the loss (exact: same loss and gradients) and as a
+    # KV cache reused across the group's episodes and turns while sampling.
+    shared_prefix: bool = True
+    # exact: the shared prefix is trained; detached: its keys and values get no gradient (faster, approximate).
+    prefix_grad: str = "exact"
     cpu_threads: int | None = None  # torch intra-op threads on CPU (None: torch's default)
 
     # Outputs.
@@ -105,7 +123,9 @@ class TrainConfig:
     # ------------------------------------------------------------------ validation
     def validate(self) -> TrainConfig:
         """Raise :class:`ConfigError` for a value that cannot work; return ``self``."""
-        problems: list[str] = []
+        problems = self._type_problems()
+        if problems:  # range checks below would compare mistyped values
+            raise ConfigError("invalid training config:\n  " + "\n  ".join(problems))
         if self.num_generations < 2:
             problems.append(f"num_generations must be >= 2 (GRPO compares rollouts within a group), got {self.num_generations}")
         for name in ("seeds_per_step", "gradient_accumulation_steps", "num_iterations", "max_steps",
@@ -127,15 +147,26 @@ class TrainConfig:
             problems.append("epsilon and epsilon_high must be >= 0")
         if self.beta < 0:
             problems.append(f"beta must be >= 0, got {self.beta}")
+        if self.prefix_grad == "detached" and not self.shared_prefix:
+            problems.append("prefix_grad=detached needs shared_prefix=true (the detached prefix is the shared one)")
+        for name in ("sft_seeds_per_env", "sft_batch_size", "sft_gradient_accumulation_steps", "sft_max_length"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.sft_seed_start < 0 or self.sft_max_steps < 0:
+            problems.append("sft_seed_start and sft_max_steps must be >= 0")
+        if not self.sft_epochs > 0 or not self.sft_learning_rate > 0:
+            problems.append("sft_epochs and sft_learning_rate must be > 0")
         if self.max_turns is not None and self.max_turns < 1:
             problems.append(f"max_turns must be >= 1 or null, got {self.max_turns}")
         choices = {
             "tools_in_prompt": ("auto", "template", "system", "none"),
             "tool_listing": ("compact", "json"),
+            "tool_format": ("auto", "hermes", "smollm2"),
             "backend": ("auto", "transformers", "vllm"),
             "dtype": ("auto", "float32", "bfloat16", "float16"),
             "device": ("auto", "cpu", "cuda"),
             "scale_rewards": ("group", "batch", "none"),
+            "prefix_grad": ("exact", "detached"),
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
@@ -143,6 +174,28 @@ class TrainConfig:
         if problems:
             raise ConfigError("invalid training config:\n  " + "\n  ".join(problems))
         return self
+
+    def _type_problems(self) -> list[str]:
+        """Each field whose value is not of its declared type (``lora_r=abc``, ``beta=[1]``)."""
+        kinds = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "None": (type(None),)}
+        problems = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            allowed: list[type] = []
+            for part in str(f.type).split("|"):
+                part = part.strip()
+                base = part.split("[", 1)[0]
+                allowed.extend(kinds.get(base, (dict,) if base == "dict" else (list,) if base == "list" else (object,)))
+            ok = isinstance(value, tuple(allowed))
+            if isinstance(value, bool) and bool not in allowed:  # True is an int to Python, not to a config
+                ok = False
+            if ok and isinstance(value, float) and value != value:
+                ok = False  # NaN
+            if ok and isinstance(value, list) and "list[str]" in str(f.type):
+                ok = all(isinstance(v, str) for v in value)
+            if not ok:
+                problems.append(f"{f.name} must be {f.type}, got {value!r}")
+        return problems
 
     # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict[str, Any]:

@@ -22,6 +22,9 @@ out of the loss), and ``reward_funcs`` returning the env's reward::
 Keep ``num_generations`` equal to the ``GRPOConfig`` value.  Everything else in
 ``GRPOConfig`` is yours; the rollout function samples with the trainer's own
 generation settings (temperature, top-p/k) and back end (vLLM when ``use_vllm``).
+To also compute each group's shared prompt prefix once in the loss (same loss
+and gradients, far less compute on long prompts), build the trainer from
+``trace_gym.train.grpo_trainer_class()`` instead of ``GRPOTrainer``.
 
 With any other RL library
 -------------------------

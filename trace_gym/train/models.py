@@ -12,7 +12,7 @@ from typing import Any
 
 from .config import TrainConfig
 
-__all__ = ["load_model_and_tokenizer", "lora_config", "wrap_lora", "resolve_device", "resolve_dtype"]
+__all__ = ["load_model_and_tokenizer", "lora_config", "load_lora", "wrap_lora", "resolve_device", "resolve_dtype"]
 
 
 def resolve_device(name: str) -> str:
@@ -74,10 +74,45 @@ def lora_config(cfg: TrainConfig) -> Any:
 
 
 def wrap_lora(model: Any, cfg: TrainConfig) -> Any:
-    """The model with fresh LoRA adapters (initialised from ``cfg.seed``, so runs are reproducible)."""
+    """The model with fresh LoRA adapters (initialised from ``cfg.seed``, so runs are reproducible),
+    or, with ``cfg.init_adapter``, with that saved adapter loaded trainable (a warm start)."""
     import torch
     from peft import get_peft_model
 
+    if cfg.init_adapter:
+        return load_lora(model, cfg.init_adapter, cfg)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         return get_peft_model(model, lora_config(cfg))
+
+
+def load_lora(model: Any, folder: str, cfg: TrainConfig | None = None) -> Any:
+    """``model`` with the LoRA adapter saved in ``folder`` loaded trainable.
+
+    With ``cfg``, the adapter's rank, alpha and target modules must be the configured
+    ones (a warm start shares its LoRA settings with the run it starts); a mismatch or a
+    missing folder raises :class:`FileNotFoundError`/:class:`ValueError` naming it.
+    """
+    import json
+    from pathlib import Path
+
+    from peft import PeftModel
+
+    path = Path(folder)
+    config_file = path / "adapter_config.json"
+    if not config_file.is_file():
+        raise FileNotFoundError(f"init_adapter {folder}: no adapter_config.json there (train one with `trace-gym sft`)")
+    if cfg is not None:
+        saved = json.loads(config_file.read_text())
+        want = lora_config(cfg)
+        targets = saved.get("target_modules")
+        wanted_targets = want.target_modules
+        same_targets = (sorted(targets) == sorted(wanted_targets) if isinstance(targets, list) and not isinstance(wanted_targets, str)
+                        else isinstance(wanted_targets, str) or targets == wanted_targets)
+        diffs = [f"{k}: adapter {saved.get(k)!r}, config {v!r}" for k, v in (("r", want.r), ("lora_alpha", want.lora_alpha))
+                 if saved.get(k) != v]
+        if not same_targets:
+            diffs.append(f"target_modules: adapter {targets!r}, config {wanted_targets!r}")
+        if diffs:
+            raise ValueError(f"init_adapter {folder} has other LoRA settings than the config ({'; '.join(diffs)})")
+    return PeftModel.from_pretrained(model, str(path), is_trainable=True)

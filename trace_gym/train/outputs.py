@@ -1,67 +1,27 @@
-"""What a training run leaves behind besides the adapter: manifest, metrics, plot, progress.
+"""What a training run leaves behind besides the adapter: manifest entry, metrics, plot.
 
-* ``adapters/manifest.json`` — one entry per adapter directory, replaced in place
-  when the same directory is trained again; written to a temporary file and moved
-  over the old one under an exclusive lock, so readers and concurrent runs never
-  see a half-written manifest.
+* the adapters folder's ``manifest.json`` — one entry per adapter directory, written by
+  :func:`trace_gym.adapters.update_manifest` (the manifest's one owner, re-exported here);
 * ``metrics.jsonl`` — one JSON object per logged step (TRL's metrics plus
-  trace-gym's rollout accounting).
+  trace-gym's rollout accounting);
 * ``learning_curve.png`` — mean env reward per step (matplotlib, headless).
-* a rich progress bar on the terminal.
+
+The progress line on the terminal is :mod:`trace_gym.progress`'s (the trainer's callback feeds it).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..adapters import MANIFEST_NAME, read_manifest, update_manifest
 from ..io import atomic_write_text
 
-__all__ = ["update_manifest", "read_manifest", "MetricsLog", "plot_learning_curve", "ProgressDisplay", "atomic_write_text"]
-
-MANIFEST_NAME = "manifest.json"
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = path.with_name(f".{path.name}.lock")
-    with open(lock, "a") as fh:
-        try:
-            import fcntl
-
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        except ImportError:  # pragma: no cover - non-POSIX
-            pass
-        yield
-
-
-def read_manifest(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
-    if not p.exists():
-        return {"adapters": []}
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{p} is not valid JSON ({exc}); fix or remove it") from None
-    if not isinstance(data, dict) or not isinstance(data.get("adapters"), list):
-        raise ValueError(f"{p}: expected an object with an 'adapters' list")
-    return data
-
-
-def update_manifest(path: str | Path, entry: dict[str, Any]) -> dict[str, Any]:
-    """Insert ``entry`` (keyed by its ``path``) into the manifest at ``path``; returns the new manifest."""
-    p = Path(path)
-    with _locked(p):
-        data = read_manifest(p)
-        data["adapters"] = [e for e in data["adapters"] if e.get("path") != entry.get("path")] + [entry]
-        atomic_write_text(p, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
-    return data
+__all__ = ["MANIFEST_NAME", "update_manifest", "read_manifest", "MetricsLog", "plot_learning_curve",
+           "atomic_write_text"]
 
 
 def _clean_number(v: Any) -> Any:
@@ -132,35 +92,3 @@ def plot_learning_curve(steps: list[int], rewards: list[float], path: str | Path
     fig.savefig(out)
     plt.close(fig)
     return out
-
-
-class ProgressDisplay:
-    """A rich progress bar with the latest reward and the rollouts consumed (a no-op when disabled)."""
-
-    def __init__(self, total: int, enabled: bool = True, description: str = "training"):
-        self.enabled = enabled
-        self._progress = None
-        self._task = None
-        if enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._progress = Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[status]}"), TimeElapsedColumn(), transient=False,
-            )
-            self._task = self._progress.add_task(description, total=total, status="")
-
-    def start(self, completed: int = 0) -> None:
-        if self._progress is not None:
-            self._progress.start()
-            self._progress.update(self._task, completed=completed)
-
-    def update(self, step: int, reward: float | None, rollouts: int) -> None:
-        if self._progress is None:
-            return
-        status = f"reward {reward:.3f}  rollouts {rollouts}" if reward is not None else f"rollouts {rollouts}"
-        self._progress.update(self._task, completed=step, status=status)
-
-    def stop(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()

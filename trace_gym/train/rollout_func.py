@@ -89,6 +89,7 @@ class RolloutStats:
     groups: int = 0  # groups handed to the loss
     resampled_groups: int = 0  # draws replaced because their rewards were constant
     dropped_groups: int = 0  # groups still constant after resampling (masked out)
+    constant_groups: int = 0  # groups still constant after resampling (zero advantage, dropped or not)
     hinted_rollouts: int = 0
     agent_tokens: int = 0
     env_tokens: int = 0
@@ -103,7 +104,8 @@ class EnvRolloutFunc:
 
     ``env_factory`` makes a fresh env instance (e.g. ``lambda: gym.make(ENV_ID).unwrapped``).
     ``generate`` overrides the sampling back end (by default: vLLM when the trainer
-    uses it, else transformers ``generate`` on the trainer's model).
+    uses it, else transformers ``generate`` on the trainer's model, reusing the
+    keys and values of the prefix the episodes share unless ``prefix_cache`` is off).
     """
 
     def __init__(
@@ -123,7 +125,9 @@ class EnvRolloutFunc:
         truncated_reward: float = 0.0,
         tools_in_prompt: str = "auto",
         tool_listing: str = "compact",
+        tool_format: str = "auto",
         generate: GenerateFn | None = None,
+        prefix_cache: bool = True,
     ):
         if num_generations < 1:
             raise ValueError("num_generations must be >= 1")
@@ -141,7 +145,9 @@ class EnvRolloutFunc:
         self.truncated_reward = float(truncated_reward)
         self.tools_in_prompt = tools_in_prompt
         self.tool_listing = tool_listing
+        self.tool_format = tool_format
         self.generate = generate
+        self.prefix_cache = bool(prefix_cache)
         self.stats = RolloutStats()
         self.last_episodes: list[TokenEpisode] = []  # the episodes of the latest call (for inspection)
         self.reward_history: list[float] = []  # mean env reward of each call, dropped groups included
@@ -186,7 +192,7 @@ class EnvRolloutFunc:
 
     def renderer(self, tokenizer: Any) -> ChatRenderer:
         if self._renderer is None or self._renderer.tokenizer is not tokenizer:
-            self._renderer = ChatRenderer(tokenizer, self.tools_in_prompt, self.tool_listing)
+            self._renderer = ChatRenderer(tokenizer, self.tools_in_prompt, self.tool_listing, self.tool_format)
         return self._renderer
 
     def play(self, groups: list[tuple[int, int]], tokenizer: Any, generate: GenerateFn, stop_texts: Sequence[str]) -> list[list[TokenEpisode]]:
@@ -240,8 +246,12 @@ class EnvRolloutFunc:
         tok = trainer.processing_class
         generate = self.generate
         if generate is None:
-            generate = vllm_generate_fn(trainer) if getattr(trainer, "use_vllm", False) else transformers_generate_fn(trainer)
+            if getattr(trainer, "use_vllm", False):
+                generate = vllm_generate_fn(trainer)
+            else:
+                generate = transformers_generate_fn(trainer, prefix_cache=self.prefix_cache)
         stop_texts = [tok.decode([i]) for i in stop_token_ids(trainer)]
+        before = self.stats.to_dict()
         per_group = self.play(groups, tok, generate, stop_texts)
 
         out: dict[str, list[Any]] = {k: [] for k in ("prompt_ids", "completion_ids", "env_mask", "env_reward", "hint_shown", "env_seed", "turns", "constant_group")}
@@ -251,6 +261,7 @@ class EnvRolloutFunc:
             drop = constant and self.drop_constant_groups
             self.stats.groups += 1
             self.stats.dropped_groups += int(drop)
+            self.stats.constant_groups += int(constant)
             for e in eps:
                 completion = e.completion_ids if e.completion_ids else [tok.eos_token_id]
                 mask = e.env_mask if e.completion_ids else [0]
@@ -271,11 +282,23 @@ class EnvRolloutFunc:
         self.stats.calls += 1
         self.last_episodes = [e for eps in per_group for e in eps]
         rewards = out["env_reward"]
-        self.reward_history.append(float(np.mean(rewards)) if rewards else 0.0)
-        self._log(trainer, len(rewards), hinted)
+        reward_sum, count = float(np.sum(rewards)) if rewards else 0.0, len(rewards)
+        self._sum_across_processes(trainer, before)
+        reward_sum, count, hinted = _sum_across_processes(trainer, [reward_sum, count, hinted])
+        self.reward_history.append(reward_sum / count if count else 0.0)
+        self._log(trainer, int(count), int(hinted))
         result: dict[str, Any] = dict(out)
         result["logprobs"] = None
         return result
+
+    def _sum_across_processes(self, trainer: Any, before: dict[str, int]) -> None:
+        """Make :attr:`stats` count every process's rollouts (data-parallel runs): each process adds all increments."""
+        fields = [f for f in before if f != "calls"]  # calls: rollout batches, the same count on every process
+        mine = [getattr(self.stats, f) - before[f] for f in fields]
+        total = _sum_across_processes(trainer, mine)
+        if total is not mine:
+            summed = {f: before[f] + int(round(t)) for f, t in zip(fields, total, strict=True)}
+            self.stats = RolloutStats(**{**self.stats.to_dict(), **summed})
 
     def _log(self, trainer: Any, n: int, hinted: int) -> None:
         metrics = getattr(trainer, "_metrics", None)
@@ -289,3 +312,14 @@ class EnvRolloutFunc:
         m["trace/hint_fraction"].append(hinted / n if n else 0.0)
         turns = [e.turns for e in self.last_episodes]
         m["trace/turns_mean"].append(float(np.mean(turns)) if turns else 0.0)
+
+
+def _sum_across_processes(trainer: Any, values: list[float]) -> list[float]:
+    """``values`` summed over the processes of a distributed run (the same list, untouched, in a single process)."""
+    accelerator = getattr(trainer, "accelerator", None)
+    if accelerator is None or getattr(accelerator, "num_processes", 1) <= 1:
+        return values
+    import torch
+
+    total = accelerator.reduce(torch.tensor([float(v) for v in values], dtype=torch.float64, device=accelerator.device), reduction="sum")
+    return [float(x) for x in total.cpu().tolist()]

@@ -29,8 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..compat import checkpointing_args, renamed_checkpointing_warnings_hidden
+from ..progress import reporting, track
 from .config import TrainConfig
-from .outputs import MANIFEST_NAME, MetricsLog, ProgressDisplay, atomic_write_text, plot_learning_curve, update_manifest
+from .outputs import MANIFEST_NAME, MetricsLog, atomic_write_text, plot_learning_curve, update_manifest
 
 __all__ = ["train", "TrainResult", "latest_checkpoint", "make_env_factory", "env_metadata"]
 
@@ -143,7 +145,6 @@ def _grpo_args(cfg: TrainConfig, out: Path, device: str, dtype: Any) -> Any:
         use_cpu=device == "cpu",
         bf16=dtype == torch.bfloat16,
         fp16=dtype == torch.float16,
-        gradient_checkpointing=cfg.gradient_checkpointing if cfg.gradient_checkpointing is not None else device == "cpu",
         use_vllm=use_vllm,
         log_completions=False,
         remove_unused_columns=False,
@@ -152,6 +153,8 @@ def _grpo_args(cfg: TrainConfig, out: Path, device: str, dtype: Any) -> Any:
     )
     if use_vllm:
         kwargs["vllm_mode"] = "colocate"
+    checkpointing = cfg.gradient_checkpointing if cfg.gradient_checkpointing is not None else device == "cpu"
+    kwargs.update(checkpointing_args(GRPOConfig, checkpointing))  # the name this transformers knows, no reentrant pass
     return GRPOConfig(**kwargs)
 
 
@@ -179,40 +182,76 @@ def _skipping_trainer_class(base: type) -> type:
     return SkippingGRPOTrainer
 
 
+def grpo_trainer_class(base: type | None = None) -> type:
+    """trace-gym's ``GRPOTrainer``: shared-prefix loss (:mod:`~trace_gym.train.shared_prefix`) and all-masked batch skipping.
+
+    Instances take three extra attributes: ``shared_prefix`` (bool, default on),
+    ``prefix_grad`` (``"exact"``/``"detached"``) and ``shared_prefix_min_tokens``.
+    """
+    from .shared_prefix import SharedPrefixTrainerMixin
+
+    if base is None:
+        from trl import GRPOTrainer
+
+        base = GRPOTrainer
+
+    class TraceGRPOTrainer(SharedPrefixTrainerMixin, _skipping_trainer_class(base)):  # type: ignore[misc, valid-type]
+        pass
+
+    return TraceGRPOTrainer
+
+
 def _callback_class():
     from transformers import TrainerCallback
 
     class TraceRunCallback(TrainerCallback):
-        """Metrics JSONL + progress + rollout state in checkpoints."""
+        """Metrics JSONL + a progress line (:mod:`trace_gym.progress`) + rollout state in checkpoints."""
 
-        def __init__(self, rollout_func: Any, metrics: MetricsLog, progress: ProgressDisplay):
+        def __init__(self, rollout_func: Any, metrics: MetricsLog, description: str, start_step: int = 0):
             self.rollout_func = rollout_func
             self.metrics = metrics
-            self.progress = progress
+            self.description = description
+            self.start_step = start_step
+            self.bar: Any = None
             self.last_reward: float | None = None
 
+        def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001
+            self.bar = track(self.description, total=int(state.max_steps or args.max_steps), unit="steps")
+            self.bar.start_at(self.start_step)
+
         def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
-            if not logs or "loss" not in logs and "reward" not in logs:
+            if not state.is_world_process_zero or not logs or "loss" not in logs and "reward" not in logs:
                 return
             row = {"step": int(state.global_step), "rollouts": int(self.rollout_func.stats.rollouts)}
             row.update({k: v for k, v in logs.items() if isinstance(v, (int, float))})
             self.metrics.append(row)
             if "reward" in logs:
                 self.last_reward = float(logs["reward"])
+                if self.bar is not None:  # logs come after the step's on_step_end
+                    self.bar.update(reward=self.last_reward)
 
         def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
-            self.progress.update(int(state.global_step), self.last_reward, int(self.rollout_func.stats.rollouts))
+            if self.bar is not None:
+                self.bar.update(int(state.global_step), reward=self.last_reward,
+                                note=f"{int(self.rollout_func.stats.rollouts)} rollouts")
+
+        def on_train_end(self, args, state, control, **kwargs):  # noqa: ANN001
+            if self.bar is not None:
+                self.bar.close()
 
         def on_save(self, args, state, control, **kwargs):  # noqa: ANN001
+            # The rollout accounting is summed across processes, so every process holds the same state.
             ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            if ckpt.is_dir():
+            if state.is_world_process_zero and ckpt.is_dir():
                 atomic_write_text(ckpt / ROLLOUT_STATE, json.dumps(self.rollout_func.state_dict()))
 
     return TraceRunCallback
 
 
 # Fields that may change between an interrupted run and its resumption without breaking exactness.
-_RESUME_FREE = {"max_steps", "progress", "plot", "manifest", "save_steps", "save_total_limit", "cpu_threads", "logging_steps", "run_name"}
+# (shared_prefix: the shared and the unshared loss are the same computation.)
+_RESUME_FREE = {"max_steps", "progress", "plot", "manifest", "save_steps", "save_total_limit", "cpu_threads", "logging_steps", "run_name",
+                "shared_prefix"}
 
 
 def _check_resume_config(path: Path, cfg: TrainConfig) -> None:
@@ -231,6 +270,35 @@ def _reward_curve(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
     return [(int(r["step"]), float(r["reward"])) for r in rows if r.get("reward") is not None]
 
 
+def learning_signal(stats: Any) -> dict[str, Any]:
+    """``constant_group_fraction`` (groups whose G episodes all had one reward, after resampling) and ``learned``.
+
+    A constant group has zero advantage, so it adds nothing to the loss: a run whose
+    every group was constant (or that played none) learned nothing.
+    """
+    groups = int(getattr(stats, "groups", 0))
+    constant = int(getattr(stats, "constant_groups", 0))
+    fraction = constant / groups if groups else 1.0
+    return {"constant_group_fraction": round(fraction, 4), "learned": groups > 0 and constant < groups}
+
+
+def warn_nothing_learned(entry: dict[str, Any], out: Path) -> None:
+    """The loud end-of-run line for a run whose every group had a constant reward."""
+    from rich.console import Console
+
+    stats = entry.get("rollout_stats") or {}
+    Console(stderr=True).print(
+        f"[bold red]warning:[/bold red] nothing was learned in {out}: every group had a constant reward "
+        f"({stats.get('constant_groups', 0)}/{stats.get('groups', 0)} groups), so the GRPO loss was 0 and the adapter "
+        "is the base model. Make the env easier (difficulty knobs, hint_fraction), sample more (num_generations, "
+        "temperature) or check the reward with `trace-gym calibrate`.", soft_wrap=True)
+
+
+def _is_main_process() -> bool:
+    """Process 0 of a ``torchrun``/``accelerate launch`` job (or a single process): the one that writes files."""
+    return int(os.environ.get("RANK", "0") or 0) == 0
+
+
 def train(
     cfg: TrainConfig,
     *,
@@ -244,6 +312,10 @@ def train(
 
     ``model``/``tokenizer`` override loading ``cfg.model`` (the model is wrapped with
     LoRA here); ``env_factory`` overrides ``gym.make(cfg.env_id)``.
+
+    Under ``accelerate launch``/``torchrun`` (data parallel) every process plays its
+    share of the groups and trains on them; the rollout accounting is summed across
+    processes, and only process 0 writes the run folder.
     """
     from trl import GRPOTrainer
 
@@ -281,7 +353,8 @@ def train(
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    peft_model = wrap_lora(model, cfg)
+    with renamed_checkpointing_warnings_hidden():  # PEFT asks the model is_gradient_checkpointing
+        peft_model = wrap_lora(model, cfg)
 
     rollout = EnvRolloutFunc(
         env_factory,
@@ -298,6 +371,8 @@ def train(
         truncated_reward=cfg.truncated_reward,
         tools_in_prompt=cfg.tools_in_prompt,
         tool_listing=cfg.tool_listing,
+        tool_format=cfg.tool_format,
+        prefix_cache=cfg.shared_prefix,
     )
     probe_env = env_factory()
     try:
@@ -306,6 +381,7 @@ def train(
     finally:
         probe_env.close()
 
+    main = _is_main_process()
     metrics = MetricsLog(out / "metrics.jsonl")
     start_step = 0
     if ckpt is not None:
@@ -313,40 +389,45 @@ def train(
         state_file = ckpt / ROLLOUT_STATE
         if state_file.exists():
             rollout.load_state_dict(json.loads(state_file.read_text()))
-        metrics.truncate_after(start_step)
-    else:
+        if main:
+            metrics.truncate_after(start_step)
+    elif main:
         metrics.reset()
-    atomic_write_text(out / "train_config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
+    if main:
+        atomic_write_text(out / "train_config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     args = _grpo_args(cfg, out, device, dtype)
     dataset = seed_dataset(range(cfg.train_seed_start, cfg.train_seed_start + cfg.num_train_seeds))
-    progress = ProgressDisplay(cfg.max_steps, enabled=cfg.progress, description=cfg.run_name or out.name)
-    cb = _callback_class()(rollout, metrics, progress)
-    trainer = _skipping_trainer_class(GRPOTrainer)(
-        model=peft_model,
-        reward_funcs=[env_reward],
-        args=args,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        rollout_func=rollout,
-        callbacks=[cb, *(callbacks or [])],
-    )
+    cb = _callback_class()(rollout, metrics, f"train {cfg.run_name or out.name}", start_step)
+    with renamed_checkpointing_warnings_hidden():
+        trainer = grpo_trainer_class(GRPOTrainer)(
+            model=peft_model,
+            reward_funcs=[env_reward],
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            rollout_func=rollout,
+            callbacks=[cb, *(callbacks or [])],
+        )
+    trainer.shared_prefix = bool(cfg.shared_prefix)
+    trainer.prefix_grad = cfg.prefix_grad
     if cfg.progress:  # the rich bar replaces transformers' printed log dicts
         from transformers.trainer_callback import PrinterCallback
 
         trainer.remove_callback(PrinterCallback)
-    progress.start(start_step)
-    try:
+    # the progress line joins the caller's display when one is open
+    with renamed_checkpointing_warnings_hidden(), reporting(enabled=cfg.progress and main):
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
-    finally:
-        progress.stop()
 
-    trainer.model.save_pretrained(str(out))
+    trainer.accelerator.wait_for_everyone()
+    main = trainer.accelerator.is_main_process
+    if main:
+        trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(out))
     rows = metrics.rows()
     curve = _reward_curve(rows)
     plot = None
-    if cfg.plot and curve:
+    if cfg.plot and curve and main:
         plot = plot_learning_curve([s for s, _ in curve], [r for _, r in curve], out / "learning_curve.png",
                                    title=f"{cfg.env_id or 'env'} / {cfg.model or 'model'}")
     steps = int(trainer.state.global_step)
@@ -361,11 +442,14 @@ def train(
         "steps": steps,
         "rollouts_used": rollout.stats.rollouts,
         "rollout_stats": rollout.stats.to_dict(),
+        **learning_signal(rollout.stats),
         "reward_curve": [[s, r] for s, r in curve],
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    if cfg.manifest:
+    if cfg.manifest and main:
         update_manifest(out.parent / MANIFEST_NAME, entry)
+    if main and not entry["learned"]:
+        warn_nothing_learned(entry, out)
     return TrainResult(
         out=out, steps=steps, rollouts=rollout.stats.rollouts, reward_curve=curve, metrics_path=metrics.path,
         plot_path=plot, manifest_entry=entry, seconds=time.perf_counter() - started, rollout_stats=rollout.stats.to_dict(),

@@ -1,4 +1,4 @@
-"""An LLM labeler (and capability discovery) over any :class:`~trace_gym.llm_client.ChatClient`.
+"""An LLM labeler (and capability discovery) over any :class:`~trace_gym.llm.ChatClient`.
 
 Prompts are package data (``trace_gym/analysis/prompts``).  Each answer is parsed as
 JSON and validated against a schema; an invalid answer is retried with a note that
@@ -15,7 +15,8 @@ from typing import Any
 
 import jsonschema
 
-from ...llm_client import ChatClient
+from ...core.outcome import is_success
+from ...llm.base import ChatClient
 from ..labels import Capability, Evidence, Label, LabelRun, LabelValue
 from .base import LabelingItem
 
@@ -101,7 +102,7 @@ class LLMLabeler:
         bad = 0
         convo = list(messages)
         for attempt in range(self.retries + 1):
-            answer = self.client.complete(convo, seed=seed + attempt, temperature=self.temperature)
+            answer = self.client.chat(convo, seed=seed + attempt, temperature=self.temperature).text
             try:
                 obj = extract_json(answer)
                 jsonschema.validate(obj, schema)
@@ -121,7 +122,7 @@ class LLMLabeler:
         names = [c.name for c in capabilities]
         caps_text = "\n".join(f"- {c.name}: {c.definition}" for c in capabilities)
         for n, item in enumerate(items):
-            outcome = "the task was completed" if item.reward >= 1.0 else f"the task failed (reward {item.reward:g})"
+            outcome = "the task was completed" if is_success(item.reward) else f"the task failed (reward {item.reward:g})"
             prompt = _prompt("label.md").format(capabilities=caps_text, outcome=outcome,
                                                 transcript=render_transcript(item.messages), names=", ".join(names))
 
@@ -152,8 +153,8 @@ def discover_capabilities(client: ChatClient, items: list[LabelingItem], *, seed
     Returns the capabilities and the number of malformed answers; raises ``RuntimeError``
     when no valid answer came back after the retries.
     """
-    failed = [i for i in items if i.reward < 1.0][:per_group]
-    passed = [i for i in items if i.reward >= 1.0][:per_group]
+    failed = [i for i in items if not is_success(i.reward)][:per_group]
+    passed = [i for i in items if is_success(i.reward)][:per_group]
 
     def block(group: list[LabelingItem]) -> str:
         return "\n\n".join(f"task {i.task_id or i.trajectory_id}:\n{render_transcript(i.messages, 2500)}" for i in group) or "(none)"

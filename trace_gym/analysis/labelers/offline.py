@@ -1,6 +1,8 @@
-"""A deterministic, explainable labeler for targets with gold actions (τ²-bench).
+"""A deterministic, explainable labeler for targets whose tasks have a gold reference.
 
-It compares what the agent did with the task's reference solution.  Each rule below
+It compares what the agent did with the task's reference solution, as the target env's
+task source gives it (:class:`trace_gym.core.tasks.Gold`: the reference tool calls, the
+write tools and the facts to communicate; see :mod:`trace_gym.analysis.gold`).  Each rule below
 decides when a capability is *needed* (else NA) and when it is LACKING; every label
 carries evidence: the message index of the call or text and a sentence.
 
@@ -16,12 +18,26 @@ structured-selection        a gold write carries record ids                     
 refund-policy-compliance    a gold write carries ``payment_method_id``            the agent's call used another payment method
 information-communication   the task lists ``communicate_info``                   an item is missing from every assistant message
 confirmation-before-write   the agent made a successful write                     no user message since the agent's last text or write
+state-dependency            category STATE_DEPENDENCY                             a call failed (its prerequisite state unset) and that
+                                                                                  tool never succeeded later, or no call succeeded
+canonicalization            category CANONICALIZATION and the agent called a      no call of that tool had the arguments of one of its
+                            gold tool that takes arguments                        gold calls (numbers within 1e-3, strings exact)
+insufficient-information    category INSUFFICIENT_INFORMATION                     a successful write, or no message saying it cannot
+multiple-user-turn          category MULTIPLE_USER_TURN                           the user never spoke again, or no gold tool call
+                                                                                  succeeded after the user's second message
+multiple-tool-call          category MULTIPLE_TOOL_CALL and gold calls of ≥ 2      a gold tool was never called successfully
+                            tools
 ==========================  ====================================================  =====================================================
+
+The last five are ToolSandbox's behaviours: they are needed only when the task source puts
+the task in the matching category (``gold["categories"]``, case-insensitive); on tasks of
+other benchmarks they are NA.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ..labels import Capability, Evidence, Label, LabelRun, LabelValue
@@ -37,6 +53,8 @@ ID_ARGS = frozenset({
 PAYMENT_ARGS = frozenset({"payment_method_id", "payment_id"})
 
 NA, PRESENT, LACKING = LabelValue.NA, LabelValue.PRESENT, LabelValue.LACKING
+_CANNOT = re.compile(r"\b(can ?not|can't|unable|not able|couldn't|could not|don't have|do not have|no way|not possible|"
+                     r"not available|isn't available|no tool|sorry)\b", re.IGNORECASE)
 
 
 def _norm(v: Any) -> str:
@@ -87,7 +105,90 @@ class GoldLabeler:
             "refund-policy-compliance": self._refund(gold_writes, calls),
             "information-communication": self._communicate(gold.get("communicate_info") or [], item.messages),
             "confirmation-before-write": self._confirmation(item.messages, writes_ok),
+            **self._toolsandbox(item, gold, gold_actions, calls),
         }
+
+    # -------------------------------------------------------------- ToolSandbox behaviours
+    def _toolsandbox(self, item: LabelingItem, gold: dict[str, Any], gold_actions: list[dict[str, Any]],
+                     calls: list[AgentCall]) -> dict[str, tuple[LabelValue, list[Evidence]]]:
+        cats = {str(c).upper() for c in gold.get("categories") or ()}
+        rules = {
+            "state-dependency": ("STATE_DEPENDENCY", lambda: self._state_dependency(calls)),
+            "canonicalization": ("CANONICALIZATION", lambda: self._canonical(gold_actions, calls)),
+            "insufficient-information": ("INSUFFICIENT_INFORMATION",
+                                         lambda: self._insufficient(item.messages, item.write_tools, calls)),
+            "multiple-user-turn": ("MULTIPLE_USER_TURN", lambda: self._user_turns(item.messages, gold_actions, calls)),
+            "multiple-tool-call": ("MULTIPLE_TOOL_CALL", lambda: self._all_calls(gold_actions, calls)),
+        }
+        return {name: rule() if cat in cats else (NA, [Evidence(f"the task is not in the {cat.lower()} category")])
+                for name, (cat, rule) in rules.items()}
+
+    @staticmethod
+    def _matches(call: AgentCall, action: dict[str, Any]) -> bool:
+        """The call is the gold action: same tool, every gold argument equal (numbers within 1e-3)."""
+        if call.name != action["name"]:
+            return False
+        for k, g in (action.get("arguments") or {}).items():
+            a = call.arguments.get(k)
+            if isinstance(g, (int, float)) and not isinstance(g, bool) and isinstance(a, (int, float)):
+                if abs(float(a) - float(g)) > 1e-3:
+                    return False
+            elif _norm(a) != _norm(g):
+                return False
+        return True
+
+    def _state_dependency(self, calls):
+        ev = [self._ev(c, "failed (its prerequisite state was not set first) and never succeeded afterwards")
+              for i, c in enumerate(calls) if c.error and not any(not d.error and d.name == c.name for d in calls[i + 1:])]
+        if not ev and not any(not c.error for c in calls):
+            ev = [Evidence("never made a successful call: the state the task depends on was never set")]
+        return (LACKING, ev) if ev else (PRESENT, [Evidence("every call that depends on a setting ran after it was set")])
+
+    def _canonical(self, gold_actions, calls):
+        alternatives: dict[str, list[dict[str, Any]]] = {}
+        for a in gold_actions:  # a tool's gold calls are alternatives (upstream accepts any of them)
+            if a.get("arguments"):
+                alternatives.setdefault(a["name"], []).append(a)
+        relevant = [(name, alts, [c for c in calls if c.name == name]) for name, alts in alternatives.items()]
+        relevant = [r for r in relevant if r[2]]
+        if not relevant:
+            return NA, [Evidence("the agent never called a gold tool that takes arguments")]
+        ev = []
+        for name, alts, cs in relevant:
+            if any(not c.error and self._matches(c, a) for c in cs for a in alts):
+                continue
+            ev.extend(self._ev(c, f"arguments not in the canonical form of {call_repr(name, alts[0]['arguments'])}")
+                      for c in cs)
+        return (LACKING, ev) if ev else (PRESENT, [Evidence("arguments were passed in their canonical form")])
+
+    def _insufficient(self, messages, write_tools, calls):
+        ev = [self._ev(c, "changed the world on a task no available tool can do") for c in calls
+              if c.name in write_tools and not c.error]
+        texts = assistant_texts(messages)
+        if not any(_CANNOT.search(t) for _, t in texts):
+            ev.append(Evidence("never told the user it cannot do this", texts[-1][0] if texts else None))
+        return (LACKING, ev) if ev else (PRESENT, [Evidence("said it cannot do it and changed nothing")])
+
+    def _user_turns(self, messages, gold_actions, calls):
+        users = [i for i, m in enumerate(messages) if m.get("role") == "user" and m.get("name") != "env_feedback"]
+        if len(users) < 2:
+            texts = assistant_texts(messages)
+            return LACKING, [Evidence("the conversation ended without asking the user for what was missing",
+                                      texts[-1][0] if texts else None)]
+        names = {a["name"] for a in gold_actions}
+        if names and not any(not c.error and c.name in names and c.turn > users[1] for c in calls):
+            return LACKING, [Evidence("never used what the user said later in a successful gold call", users[1])]
+        return PRESENT, [Evidence(f"the user spoke {len(users)} times and the agent acted on it")]
+
+    def _all_calls(self, gold_actions, calls):
+        tools = list(dict.fromkeys(a["name"] for a in gold_actions))
+        if len(tools) < 2:
+            return NA, [Evidence(f"the gold solution calls {len(tools)} tool(s)")]
+        done = {c.name for c in calls if not c.error}
+        missed = [next(a for a in gold_actions if a["name"] == t) for t in tools if t not in done]
+        if missed:
+            return LACKING, [Evidence(f"never completed {call_repr(a['name'], a.get('arguments') or {})}") for a in missed]
+        return PRESENT, [Evidence(f"all {len(tools)} required tools were called")]
 
     @staticmethod
     def _ev(c: AgentCall, reason: str) -> Evidence:

@@ -13,7 +13,7 @@ import random
 from datetime import date, timedelta
 from typing import Any
 
-from ..backend.airline import AIRPORTS
+from ...tau2.domains.airline import AIRPORTS
 from ._names import CITIES, FIRST_NAMES, LAST_NAMES, STREETS, pick_names
 
 __all__ = ["generate_airline_db", "TODAY"]

@@ -1,34 +1,12 @@
-"""Registry of τ²-bench domains.
+"""The τ²-bench domains, one module each (``mock``, ``airline``, ``retail``, ``telecom``).
 
-Each domain lives in ``trace_gym/tau2/domains/<name>.py`` and exposes a module-level
-``DOMAIN`` (:class:`trace_gym.tau2.engine.DomainSpec`); modules are imported on first use.
+Each module exposes a module-level ``DOMAIN`` (:class:`trace_gym.tau2.domain_spec.DomainSpec`)
+and is imported on first use by :func:`~trace_gym.tau2.domain_spec.get_domain_spec`, which
+this package re-exports with :data:`~trace_gym.tau2.domain_spec.DOMAIN_NAMES`.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from trace_gym.tau2.engine import DomainSpec
+from trace_gym.tau2.domain_spec import DOMAIN_NAMES, get_domain_spec
 
 __all__ = ["DOMAIN_NAMES", "get_domain_spec"]
-
-DOMAIN_NAMES: tuple[str, ...] = ("mock", "airline", "retail", "telecom")
-
-_SPECS: dict[str, DomainSpec] = {}
-
-
-def get_domain_spec(name: str) -> DomainSpec:
-    """The :class:`DomainSpec` of ``name`` (``ValueError`` for an unknown domain)."""
-    spec = _SPECS.get(name)
-    if spec is not None:
-        return spec
-    if name not in DOMAIN_NAMES:
-        raise ValueError(f"unknown τ²-bench domain {name!r}; known: {', '.join(DOMAIN_NAMES)}")
-    module = importlib.import_module(f"{__name__}.{name}")
-    spec = getattr(module, "DOMAIN", None)
-    if spec is None:
-        raise ImportError(f"{module.__name__} does not define DOMAIN")
-    _SPECS[name] = spec
-    return spec

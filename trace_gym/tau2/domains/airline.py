@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from trace_gym.tau2.engine import DomainSpec, Model, Toolkit, clone, tool
+from trace_gym.tau2.db import clone
+from trace_gym.tau2.domain_spec import DomainSpec
+from trace_gym.tau2.toolkit import Model, Toolkit, tool
 from trace_gym.tau2.validation import FLOAT, INT, STR, Field, build, literal, model_list, optional
 
 from ._common import Obj, calculate, field_of
@@ -48,7 +50,7 @@ _RESERVATION = {
 }
 _CERTIFICATE = {"source": Field(literal("certificate")), "id": Field(STR), "amount": Field(FLOAT)}
 
-_AIRPORTS = (
+AIRPORTS = (  # (IATA code, city): what list_all_airports returns; synthetic airline databases use it too
     ("SFO", "San Francisco"), ("JFK", "New York"), ("LAX", "Los Angeles"), ("ORD", "Chicago"),
     ("DFW", "Dallas"), ("DEN", "Denver"), ("SEA", "Seattle"), ("ATL", "Atlanta"), ("MIA", "Miami"),
     ("BOS", "Boston"), ("PHX", "Phoenix"), ("IAH", "Houston"), ("LAS", "Las Vegas"), ("MCO", "Orlando"),
@@ -257,7 +259,7 @@ class AirlineTools(Toolkit):
 
     @tool("read")
     def list_all_airports(self) -> Any:
-        return [Model({"iata": code, "city": city}) for code, city in _AIRPORTS]
+        return [Model({"iata": code, "city": city}) for code, city in AIRPORTS]
 
     @tool("read")
     def search_direct_flight(self, origin: str, destination: str, date: str) -> Any:

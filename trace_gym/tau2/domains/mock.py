@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trace_gym.tau2.engine import DomainSpec, Model, Toolkit, tool
+from trace_gym.tau2.domain_spec import DomainSpec
+from trace_gym.tau2.toolkit import Model, Toolkit, tool
 from trace_gym.tau2.validation import OPT_STR, STR, Field, build, literal
 
 from ._records import conform, conform_map

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trace_gym.tau2.engine import DomainSpec, Model, Toolkit, tool
+from trace_gym.tau2.domain_spec import DomainSpec
+from trace_gym.tau2.toolkit import Model, Toolkit, tool
 from trace_gym.tau2.validation import FLOAT, STR, Field, build, literal
 
 from ._common import calculate

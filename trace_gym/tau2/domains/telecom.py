@@ -17,7 +17,9 @@ from __future__ import annotations
 from datetime import date, timedelta
 from typing import Any
 
-from ..engine import DomainSpec, Model, Toolkit, clone, tool
+from ..db import clone
+from ..domain_spec import DomainSpec
+from ..toolkit import Model, Toolkit, tool
 from .telecom_db import normalise_agent_db, normalise_user_db, tau2_view
 from .telecom_user import TelecomUserTools
 

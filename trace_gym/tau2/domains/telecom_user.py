@@ -14,126 +14,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine import Toolkit, tool
-from ..validation import ValidationError
+from ..toolkit import Toolkit, tool
 from .telecom_db import default_apn_settings
+from .telecom_device import (
+    MODE_TECH,
+    NETWORK_MODES,
+    NETWORK_STATUSES,
+    SIGNAL_FACTOR,
+    SIGNAL_ICONS,
+    SIM_TEXTS,
+    SPEED_ADVICE,
+    TECH_SPEED,
+    Device,
+    drop_vpn,
+    drop_wifi,
+    granted_permissions,
+    sim_status,
+    validate_apn_settings,
+    vpn_repr,
+)
 
 __all__ = ["TelecomUserTools", "validate_apn_settings"]
-
-# Enumerations, in declaration order (the order matters in messages).
-NETWORK_MODES = ("4g_5g_preferred", "4g_only", "3g_only", "2g_only")
-PERFORMANCE_NAMES = {"unknown": "UNKNOWN", "poor": "POOR", "fair": "FAIR", "good": "GOOD", "excellent": "EXCELLENT"}
-NETWORK_STATUSES = ("connected", "searching", "no_service", "emergency_only")
-APN_NAMES = ("internet", "broken")
-
-_SIGNAL_ICONS = {
-    "none": "📵 No Signal",
-    "poor": "📶¹ Poor",
-    "fair": "📶² Fair",
-    "good": "📶³ Good",
-    "excellent": "📶⁴ Excellent",
-}
-# (min, max) Mbps per connected technology, and the share of it each signal level gives.
-_TECH_SPEED = {"2G": (0.1, 0.4), "3G": (1.0, 5.0), "4G": (10.0, 100.0), "5G": (50.0, 500.0), "none": (0.0, 0.0)}
-_SIGNAL_FACTOR = {"poor": 0.2, "fair": 0.5, "good": 0.8, "excellent": 1.0, "none": 0.0}
-_SPEED_ADVICE = {
-    "Very Poor": "Connection is very slow. Basic web browsing might be difficult.",
-    "Poor": "Connection is slow. Web browsing may be sluggish, streaming difficult.",
-    "Fair": "Connection is okay for web browsing and some standard definition streaming.",
-    "Good": "Connection is good for most activities, including HD streaming.",
-    "Excellent": "Connection is very fast.",
-}
-# The one technology a restricted network mode connects to (any other mode falls back to 4G).
-_MODE_TECH = {"4g_only": "4G", "3g_only": "3G", "2g_only": "2G"}
-
-# --------------------------------------------------------------------------- APN validation
-_TRUE_WORDS = {"1", "on", "t", "true", "y", "yes"}
-_FALSE_WORDS = {"0", "off", "f", "false", "n", "no"}
-
-
-def _as_bool(value: Any) -> tuple[Any, tuple[str, str] | None]:
-    if isinstance(value, bool):
-        return value, None
-    if isinstance(value, (int, float)) and value in (0, 1):
-        return bool(value), None
-    if isinstance(value, str):
-        word = value.strip().lower()
-        if word in _TRUE_WORDS:
-            return True, None
-        if word in _FALSE_WORDS:
-            return False, None
-        return None, ("bool_parsing", "Input should be a valid boolean, unable to interpret input")
-    return None, ("bool_type", "Input should be a valid boolean")
-
-
-def _as_optional_str(value: Any) -> tuple[Any, tuple[str, str] | None]:
-    if value is None or isinstance(value, str):
-        return value, None
-    return None, ("string_type", "Input should be a valid string")
-
-
-def _as_optional_int(value: Any) -> tuple[Any, tuple[str, str] | None]:
-    if value is None:
-        return None, None
-    if isinstance(value, bool):
-        return int(value), None
-    if isinstance(value, int):
-        return value, None
-    if isinstance(value, float):
-        if value.is_integer():
-            return int(value), None
-        return None, ("int_from_float", "Input should be a valid integer, got a number with a fractional part")
-    if isinstance(value, str):
-        try:
-            return int(value.strip()), None
-        except ValueError:
-            return None, ("int_parsing", "Input should be a valid integer, unable to parse string as an integer")
-    return None, ("int_type", "Input should be a valid integer")
-
-
-def _as_apn_name(value: Any) -> tuple[Any, tuple[str, str] | None]:
-    if isinstance(value, str) and value in APN_NAMES:
-        return value, None
-    return None, ("enum", "Input should be 'internet' or 'broken'")
-
-
-_APN_FIELD_CHECKS = {
-    "apn_name": _as_apn_name,
-    "reset_at_reboot": _as_bool,
-    "mms_apn": _as_optional_str,
-    "mmsc_url": _as_optional_str,
-    "mms_proxy": _as_optional_str,
-    "mms_port": _as_optional_int,
-}
-
-
-def validate_apn_settings(raw: dict[str, Any]) -> dict[str, Any]:
-    """A full APN settings record from ``raw`` with pydantic's lax coercions, or :class:`ValidationError`.
-
-    Like τ²'s ``APNSettings(**raw)``: every bad field and every unknown key is one error.
-    """
-    settings = default_apn_settings()
-    errors: list[tuple[str, str, str, Any]] = []
-    for name, check in _APN_FIELD_CHECKS.items():
-        if name not in raw:
-            continue
-        value, err = check(raw[name])
-        if err is None:
-            settings[name] = value
-        else:
-            errors.append((name, err[1], err[0], raw[name]))
-    errors.extend(
-        (name, "Extra inputs are not permitted", "extra_forbidden", value)
-        for name, value in raw.items()
-        if name not in _APN_FIELD_CHECKS
-    )
-    if errors:
-        raise ValidationError("APNSettings", errors)
-    return settings
-
-
-# --------------------------------------------------------------------------- the phone
-Device = dict[str, Any]
 
 
 class TelecomUserTools(Toolkit):
@@ -184,7 +85,7 @@ class TelecomUserTools(Toolkit):
         if dev["airplane_mode"]:
             parts.append("✈️ Airplane Mode")
         else:
-            parts.append(_SIGNAL_ICONS.get(dev["network_signal_strength"], "📵 No Signal"))
+            parts.append(SIGNAL_ICONS.get(dev["network_signal_strength"], "📵 No Signal"))
             tech = dev["network_technology_connected"]
             if tech != "none":
                 parts.append(tech)
@@ -260,7 +161,7 @@ class TelecomUserTools(Toolkit):
         speed, label = self._speed_test()
         if speed is None:
             return f"Speed test failed: {label or 'Could not determine speed'}."
-        return f"Speed Test Result: {speed:.2f} Mbps ({label}). {_SPEED_ADVICE.get(label, '')}"
+        return f"Speed Test Result: {speed:.2f} Mbps ({label}). {SPEED_ADVICE.get(label, '')}"
 
     def _speed_test(self) -> tuple[float | None, str]:
         if not self._mobile_data_working():
@@ -272,8 +173,8 @@ class TelecomUserTools(Toolkit):
             factor = 0.1
         if dev["data_saver_mode"]:
             factor *= 0.2
-        low, high = _TECH_SPEED.get(dev["network_technology_connected"], (0.0, 0.0))
-        signal = _SIGNAL_FACTOR.get(dev["network_signal_strength"], 0.0)
+        low, high = TECH_SPEED.get(dev["network_technology_connected"], (0.0, 0.0))
+        signal = SIGNAL_FACTOR.get(dev["network_signal_strength"], 0.0)
         speed = round((low + high) / 2.0 * signal * factor, 2)
         if speed < 1:
             label = "Very Poor"
@@ -294,14 +195,14 @@ class TelecomUserTools(Toolkit):
     def _network_search(self, dev: Device) -> None:
         """Connection from SIM, mode preference, local signal, airplane mode, APN and line state."""
         env = self.surroundings
-        connected = _sim_status(dev) == "active"
+        connected = sim_status(dev) == "active"
         if connected:
             strengths = env["signal_strength"]
             pref = dev["network_mode_preference"]
             if pref == "4g_5g_preferred" and strengths.get("5G", "none") != "none":
                 tech = "5G"
             else:
-                tech = _MODE_TECH.get(pref, "4G")
+                tech = MODE_TECH.get(pref, "4G")
             dev["network_connection_status"] = "connected"
             dev["network_technology_connected"] = tech
             dev["network_signal_strength"] = strengths.get(tech, "none")
@@ -327,10 +228,10 @@ class TelecomUserTools(Toolkit):
         if was_on:
             dev["network_connection_status"] = "searching"
             if dev["wifi_enabled"]:
-                _drop_wifi(dev)
+                drop_wifi(dev)
         else:
-            _drop_wifi(dev)
-            _disconnect_vpn(dev)
+            drop_wifi(dev)
+            drop_vpn(dev)
         self._network_search(dev)
         return dev["airplane_mode"]
 
@@ -348,12 +249,12 @@ class TelecomUserTools(Toolkit):
 
     # ------------------------------------------------------------------ SIM
     def _sim_status(self) -> str:
-        return _sim_status(self.device)
+        return sim_status(self.device)
 
     @tool("read")
     def check_sim_status(self) -> str:
         status = self._sim_status()
-        return _SIM_TEXTS.get(status, f"Unknown SIM status: {status}")
+        return SIM_TEXTS.get(status, f"Unknown SIM status: {status}")
 
     @tool("write")
     def reseat_sim_card(self) -> str:
@@ -491,7 +392,7 @@ class TelecomUserTools(Toolkit):
         on = not dev["wifi_enabled"]
         dev["wifi_enabled"] = on
         if not on:
-            _drop_wifi(dev)
+            drop_wifi(dev)
         return self._with_status_bar(f"Wi-Fi is now {'ON' if on else 'OFF'}.")
 
     @tool("read")
@@ -520,7 +421,7 @@ class TelecomUserTools(Toolkit):
         if dev["vpn_connected"]:
             details = dev["vpn_details"]
             if details:
-                return f"VPN is ON and connected. Details: {_vpn_repr(details)}"
+                return f"VPN is ON and connected. Details: {vpn_repr(details)}"
             return "VPN is ON and connected (no specific details available)."
         if dev["vpn_enabled_setting"]:
             return "VPN is turned ON in settings, but currently not connected."
@@ -539,7 +440,7 @@ class TelecomUserTools(Toolkit):
     def disconnect_vpn(self) -> str:
         if not self.device["vpn_connected"]:
             return self._with_status_bar("No active VPN connection to disconnect.")
-        _disconnect_vpn(self._own_device())
+        drop_vpn(self._own_device())
         return self._with_status_bar("VPN disconnected successfully.")
 
     def break_vpn(self) -> str:
@@ -568,7 +469,7 @@ class TelecomUserTools(Toolkit):
         if app is None:
             return f"App '{app_name}' not found on this phone."
         lines = [f"Status for App: {app_name}"]
-        granted = _granted(app)
+        granted = granted_permissions(app)
         if granted:
             lines.append(" - Permissions Granted:")
             lines.extend(f"   - {p}" for p in granted)
@@ -581,7 +482,7 @@ class TelecomUserTools(Toolkit):
         app = self.device["app_statuses"].get(app_name)
         if app is None:
             return f"App '{app_name}' not found on this phone."
-        granted = _granted(app)
+        granted = granted_permissions(app)
         if not granted:
             return f"App '{app_name}' currently has no permissions granted."
         return f"App '{app_name}' has permission for: {', '.join(granted)}."
@@ -696,46 +597,3 @@ class TelecomUserTools(Toolkit):
 
     def assert_mobile_data_usage_exceeded(self, expected_status: bool) -> bool:
         return self.surroundings["mobile_data_usage_exceeded"] == expected_status
-
-
-_SIM_TEXTS = {
-    "active": "Your SIM card is active and working.",
-    "missing": "No SIM card detected in the phone.",
-    "locked_pin": "The SIM card is locked with a PIN code.",
-    "locked_puk": "The SIM card is locked with a PUK code.",
-}
-
-
-def _sim_status(dev: Device) -> str:
-    return "missing" if dev["sim_card_missing"] else dev["sim_card_status"]
-
-
-def _drop_wifi(dev: Device) -> None:
-    dev["wifi_connected"] = False
-    dev["wifi_ssid"] = None
-    dev["wifi_signal_strength"] = "none"
-
-
-def _disconnect_vpn(dev: Device) -> bool:
-    if not dev["vpn_connected"]:
-        return False
-    dev["vpn_connected"] = False
-    dev["vpn_details"] = None
-    return True
-
-
-def _granted(app: dict[str, Any]) -> list[str]:
-    return [name.replace("_", " ").lower() for name, allowed in app["permissions"].items() if allowed]
-
-
-def _vpn_repr(details: dict[str, Any]) -> str:
-    """The Python ``repr`` of a VPN details dump, enum member included, as the corpus shows it."""
-    perf = details["server_performance"]
-    perf_repr = f"<PerformanceLevel.{PERFORMANCE_NAMES[perf]}: {perf!r}>" if perf in PERFORMANCE_NAMES else repr(perf)
-    return (
-        "{"
-        f"'server_address': {details['server_address']!r}, "
-        f"'protocol': {details['protocol']!r}, "
-        f"'server_performance': {perf_repr}"
-        "}"
-    )

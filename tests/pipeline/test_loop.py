@@ -1,0 +1,66 @@
+"""The TRACE loop's first four stages on τ²-bench retail with the demo's flawed scripted agent (no model needed):
+analysis finds the planted flaw, synthesis makes its env, calibration scores it, and a rerun resumes every stage."""
+
+from __future__ import annotations
+
+import pytest
+
+from trace_gym.datadirs import DataDirError
+from trace_gym.pipeline import RolloutBudget, RolloutJob, StageStore, Target, TracePlan, run_trace
+
+ENV_ID = "trace/tau2-retail-v0"
+
+
+class Noop:
+    policy_id = "noop"
+
+    def act(self, messages, tools):
+        return "Okay."
+
+
+def _jobs(n: int) -> list[RolloutJob]:
+    from trace_gym.demo.flawed import demo_tasks, flawed_policy, flawed_script, task_database, variants_for, write_tools
+
+    tasks = demo_tasks(ENV_ID, n)
+    db, writes = task_database(ENV_ID), write_tools(ENV_ID, tasks[0]["id"])
+    return [RolloutJob(f"flawed-scripted:{v}", str(t["id"]), 0, flawed_policy(flawed_script(t, v, writes, db), v))
+            for t in tasks for v in variants_for(t, writes, db)]
+
+
+def test_loop_stops_at_mastered_capabilities_and_resumes(tmp_path):
+    try:
+        jobs = _jobs(3)
+    except DataDirError as exc:
+        pytest.skip(str(exc))
+    seen = []
+    plan = TracePlan(target=Target(ENV_ID, {"unjudged_nl": "ignore"}), root=tmp_path, model="unused", base_policy=Noop,
+                     jobs=jobs, max_envs=1, calib_seeds=1, calib_samples=2, cap_env_kwargs={"max_steps": 2},
+                     reference_seeds=2, mastered=0.0, budget=RolloutBudget(100, tmp_path / "budget.json"))
+    run = run_trace(plan, StageStore(tmp_path), on_stage=lambda name, res: seen.append(name))
+    assert seen == ["rollouts", "analysis", "synthesis", "calibration", "training"]
+    assert run.rollouts.by_policy["flawed-scripted:faithful"] == {"episodes": 3, "passed": 3}
+    assert run.rollouts.by_policy["flawed-scripted:wrong-payment"]["passed"] == 0
+    assert "refund-policy-compliance" in run.analysis.selected and run.analysis.chosen == run.analysis.selected
+    [env] = run.synthesis.envs
+    [cal] = run.calibration.envs
+    assert cal["env_id"] == env["env_id"] and cal["episodes"] == 2 and cal["reference_mean_reward"] == 1.0
+    assert cal["train"] is False and run.adapters == [] and "falls back to the base model" in run.note
+    # every learning episode is charged (the reference solution's are not)
+    assert plan.budget.by_stage == {"base_rollouts": len(jobs), "calibration": 2}
+    assert run.rollouts.rollouts == len(jobs) and run.calibration.rollouts == 2
+
+    again = StageStore(tmp_path)
+    plan.budget = RolloutBudget(100, tmp_path / "budget.json")  # a new process reads the ledger
+    rerun = run_trace(plan, again)
+    assert again.ran == [] and again.skipped == ["rollouts", "analysis", "synthesis", "calibration", "training"]
+    assert rerun.calibration == run.calibration and rerun.analysis == run.analysis
+    assert plan.budget.used == len(jobs) + 2  # nothing charged twice
+
+
+def test_a_target_without_a_tool_domain_is_skipped_before_any_rollout(tmp_path):
+    from tests.compare.envs import ENV_ID as NOTES
+
+    plan = TracePlan(target=Target(NOTES), root=tmp_path, model="unused", base_policy=Noop,
+                     jobs=[RolloutJob("noop", "0", 0, None)])
+    run = run_trace(plan, StageStore(tmp_path))
+    assert run.rollouts is None and "no tool domain" in run.skipped and not (tmp_path / "stages").exists()

@@ -1,0 +1,61 @@
+"""ToolSandbox as a TRACE target: its held-out split, the run's success threshold, and graded scores per category."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from trace_gym.core.tasks import UnknownSplitError, task_source_for
+from trace_gym.pipeline import Target, bootstrap_mean, graded_scores, scores_table
+from trace_gym.toolsandbox.tasks import stratified_split
+
+ENV = "trace/toolsandbox-v0"
+
+
+def test_train_and_test_cut_every_category_in_two_and_never_overlap():
+    src = task_source_for(ENV)
+    assert src.splits() == ("base", "train", "test") and src.default_split() == "base" and src.domain == "toolsandbox"
+    every, train, test = src.task_ids(), src.task_ids("train"), src.task_ids("test")
+    assert len(every) == 129 and not set(train) & set(test) and set(train) | set(test) == set(every)
+    assert train == [t for t in every if t in set(train)]  # pool order kept
+    n_all, n_test = Counter(map(src.group, every)), Counter(map(src.group, test))
+    for g, n in n_all.items():
+        assert n_test[g] == max(1, n // 2) if n >= 2 else n_test[g] == 0
+    assert src.task_ids("test") == test  # fixed: every run holds out the same scenarios
+    with pytest.raises(UnknownSplitError, match="train"):
+        src.task_ids("dev")
+
+
+def test_the_split_is_seeded_and_follows_the_pool():
+    names = [f"s{i}" for i in range(10)]
+    group = lambda n: "a" if int(n[1:]) < 6 else "b"  # noqa: E731
+    train, test = stratified_split(names, group, seed=0)
+    assert stratified_split(names, group, seed=0) == (train, test)
+    assert Counter(map(group, test)) == {"a": 3, "b": 2} and len(train) == 5
+    assert any(stratified_split(names, group, seed=s)[1] != test for s in range(1, 6))
+    pool = task_source_for(ENV, {"scenarios": ["wifi_off", "cellular_off", "get_wifi"]})
+    assert set(pool.task_ids("train")) | set(pool.task_ids("test")) == {"wifi_off", "cellular_off", "get_wifi"}
+
+
+def test_a_run_may_count_a_graded_reward_as_success():
+    assert Target(ENV).threshold == 1.0  # the env's own: a perfect similarity
+    assert Target(ENV, success=0.7).threshold == 0.7 and Target(ENV, success=0.7).domain == "toolsandbox"
+
+
+def test_graded_scores_per_group_with_intervals_and_the_floor():
+    report = {"rewards": {"a": [1.0, 0.5], "b": [0.0, 0.0], "c": [1.0, 1.0]},
+              "refusal_floor": {"rewards": {"a": 0.0, "b": 1.0, "c": 0.0}}}
+    group = {"a": "x", "b": "x", "c": "y"}.get
+    s = graded_scores(report, group)
+    assert s["overall"]["episodes"] == 6 and s["overall"]["perfect"] == 3
+    assert s["overall"]["mean"]["value"] == pytest.approx(3.5 / 6)
+    assert s["groups"]["x"]["perfect"] == 1 and s["groups"]["x"]["mean"]["value"] == pytest.approx(1.5 / 4)
+    assert s["groups"]["x"]["floor"] == {"mean": 0.5, "perfect": 1, "n_tasks": 2}
+    lo, hi = s["overall"]["mean"]["low"], s["overall"]["mean"]["high"]
+    assert 0.0 <= lo < s["overall"]["mean"]["value"] < hi <= 1.0
+    assert s["groups"]["y"]["mean"] == {"value": 1.0, "low": 1.0, "high": 1.0}
+    rows = scores_table({"base": s, "routed": s}, "group")
+    assert rows[0] == ["group", "base", "routed", "refusal floor"] and [r[0] for r in rows[1:]] == ["x", "y", "overall"]
+    assert rows[-1][1].endswith("3/6") and rows[-1][-1] == "0.333 · 1/3"
+    assert bootstrap_mean({}) == {"value": 0.0, "low": 0.0, "high": 0.0}

@@ -1,0 +1,223 @@
+"""``trace-gym data``: checksums, status and an offline fetch (local archive and loopback HTTP).
+
+The archive is built in a temporary folder from the sibling data folder, laid out like
+tau2-bench's source archive (``tau2-bench-1.0.1/data/tau2/...``).  Nothing here contacts the
+internet: the HTTP server listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import shutil
+import tarfile
+import threading
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from trace_gym.cli import main
+from trace_gym.datadirs import DataDirError, locate, tau2_data_dir, toolsandbox_data_dir
+from trace_gym.datafetch import DataFetchError, fetch, load_manifest, verify_folder
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A private per-user cache; the sibling folder is hidden by pointing the env vars elsewhere."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("TRACE_GYM_CACHE_DIR", str(root))
+    return root
+
+
+def _upstream_like_archive(data_root: Path, dest: Path, *, corrupt: str | None = None) -> Path:
+    """A .tar.gz laid out like tau2-bench's source archive, holding only what upstream ships."""
+    manifest = load_manifest("tau2")
+    top = dest / "src" / "tau2-bench-1.0.1"
+    for rel, entry in manifest["files"].items():
+        if entry["source"] is None:  # generated files are not in upstream's archive
+            continue
+        target = top / ("LICENSE" if rel == "LICENSE" else f"data/tau2/{rel}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(data_root / "tau2" / rel, target)
+    (top / "data" / "tau2" / "domains" / "retail" / "audio_difficulty.json").write_text("{}")  # unrelated upstream file
+    if corrupt is not None:
+        path = top / "data" / "tau2" / corrupt
+        raw = bytearray(path.read_bytes())
+        raw[len(raw) // 2] ^= 0x01
+        path.write_bytes(bytes(raw))
+    archive = dest / ("corrupt.tar.gz" if corrupt else "tau2-bench-1.0.1.tar.gz")
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(top, arcname="tau2-bench-1.0.1")
+    return archive
+
+
+@pytest.fixture
+def loopback_server(monkeypatch):
+    """Serve a folder on 127.0.0.1 (an ephemeral port) for the length of one test."""
+    for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)  # loopback only, never through a proxy
+    servers = []
+
+    def serve(folder: Path) -> str:
+        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+        handler.log_message = lambda *a, **k: None  # type: ignore[method-assign]
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server.timeout = 10
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield serve
+    for s in servers:
+        s.shutdown()
+        s.server_close()
+
+
+def test_manifests_have_checksums_only():
+    for bench in ("tau2", "toolsandbox"):
+        m = load_manifest(bench)
+        assert m["files"] and all(len(e["sha256"]) == 64 and e["size"] > 0 for e in m["files"].values())
+    tau2 = load_manifest("tau2")
+    assert tau2["version"] == "1.0.1"
+    assert tau2["files"]["domains/airline/db.json"]["source"] == {"tag": "v1.0.1", "path": "data/tau2/domains/airline/db.json"}
+    assert tau2["files"]["domains/airline/tools.json"]["source"] is None  # generated, not in the archive
+    shipped = Path(__file__).resolve().parent.parent / "trace_gym" / "checksums"
+    assert sorted(p.name for p in shipped.iterdir()) == ["tau2.json", "toolsandbox.json"]
+
+
+def test_status_finds_the_sibling_data_and_it_verifies(tau2_data, capsys):
+    check = verify_folder("tau2", tau2_data)
+    assert check["complete"] and not check["mismatch"]
+    assert main(["data", "status"]) == 0
+    out = capsys.readouterr().out
+    assert "τ²-bench" in out and "version: 1.0.1" in out and "ToolSandbox" in out
+
+
+def test_status_without_data_names_the_verb(tmp_path, monkeypatch, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("TAU2_DATA_DIR", str(empty))
+    monkeypatch.setenv("TOOLSANDBOX_DATA_DIR", str(empty))
+    assert main(["data", "status", "--json"]) == 0
+    docs = json.loads(capsys.readouterr().out)
+    assert [d["found"] for d in docs] == [False, False]
+    # an explicitly set variable wins: no fall-back to the sibling folder or the cache
+    with pytest.raises(DataDirError, match="trace-gym data fetch tau2"):
+        tau2_data_dir()
+    with pytest.raises(DataDirError, match="trace-gym data fetch toolsandbox"):
+        toolsandbox_data_dir()
+
+
+def test_fetch_from_a_local_archive_verifies_and_is_found_afterwards(tau2_data, tmp_path, cache, monkeypatch, capsys):
+    archive = _upstream_like_archive(tau2_data, tmp_path)
+    assert main(["data", "fetch", "tau2", "--from", str(archive)]) == 0
+    out = capsys.readouterr().out
+    assert "verified files" in out and "tools.json" in out  # says which generated files the source lacked
+    installed = cache / "data" / "tau2-1.0.1"
+    manifest = load_manifest("tau2")
+    check = verify_folder("tau2", installed)
+    upstream = {r for r, e in manifest["files"].items() if e["source"]}
+    assert set(check["ok"]) == upstream and not check["mismatch"]
+    # the telecom split file upstream keeps more splits; the fetched one is the verified subset
+    assert set(json.loads((installed / "tau2/domains/telecom/split_tasks.json").read_text())) == {"base", "train", "test"}
+    monkeypatch.delenv("TAU2_DATA_DIR", raising=False)
+    found, _ = locate("tau2")
+    assert found is not None and found.how == "cache" and found.path == installed
+    assert main(["data", "status"]) == 0
+    out = capsys.readouterr().out
+    assert str(installed) in out and "version: 1.0.1" in out and "missing files the engine reads" in out
+    assert not list(installed.parent.glob(".*partial*"))
+
+
+def test_fetch_over_loopback_http(tau2_data, tmp_path, cache, loopback_server):
+    archive = _upstream_like_archive(tau2_data, tmp_path)
+    url = f"{loopback_server(archive.parent)}/{archive.name}"
+    result = fetch("tau2", url, log=lambda _m: None)
+    assert Path(result["path"]) == cache / "data" / "tau2-1.0.1"
+    assert verify_folder("tau2", Path(result["path"]))["mismatch"] == []
+    # a zip of a complete data folder (a mirror), over HTTP too: every file, generated ones included
+    mirror = tmp_path / "mirror.zip"
+    with zipfile.ZipFile(mirror, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted((tau2_data / "tau2").rglob("*")):
+            if path.is_file():
+                zf.write(path, f"tau2-data/tau2/{path.relative_to(tau2_data / 'tau2').as_posix()}")
+    result = fetch("tau2", f"{loopback_server(tmp_path)}/mirror.zip", log=lambda _m: None)
+    assert result["not_in_source"] == [] and verify_folder("tau2", Path(result["path"]))["complete"]
+
+
+def _archive(top: Path, dest: Path) -> Path:
+    with tarfile.open(dest, "w:gz") as tf:
+        tf.add(top, arcname=top.name)
+    return dest
+
+
+def test_fetch_from_a_mirror_of_both_upstream_tags(tau2_data, tmp_path, cache, loopback_server):
+    """The default path: tag v1.0.1's archive has a different telecom tasks file (every generated task)
+    and more splits, in upstream's order; the base tasks come from tag v0.2.0's archive."""
+    manifest = load_manifest("tau2")
+    assert {e["source"]["tag"] for e in manifest["files"].values() if e["source"]} == {"v1.0.1", "v0.2.0"}
+    v101 = tmp_path / "src" / "tau2-bench-1.0.1"
+    for rel, entry in manifest["files"].items():
+        if entry["source"] and entry["source"]["tag"] == "v1.0.1":
+            target = v101 / entry["source"]["path"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(tau2_data / "tau2" / rel, target)
+    telecom = v101 / "data/tau2/domains/telecom"
+    base = json.loads((tau2_data / "tau2/domains/telecom/split_tasks.json").read_text())
+    upstream_splits = {"small": base["test"][:3], "train": base["train"], "test": base["test"], "full": base["base"] * 2,
+                       "base": base["base"]}
+    (telecom / "split_tasks.json").write_text(json.dumps(upstream_splits, indent=4) + "\n")
+    (telecom / "tasks.json").write_text(json.dumps([{"id": "every generated task"}]))
+    v020 = tmp_path / "src" / "tau2-bench-0.2.0"
+    (v020 / "data/tau2/domains/telecom").mkdir(parents=True)
+    shutil.copyfile(tau2_data / "tau2/domains/telecom/tasks.json", v020 / "data/tau2/domains/telecom/tasks.json")
+    (v020 / "data/tau2/domains/airline").mkdir(parents=True)
+    (v020 / "data/tau2/domains/airline/db.json").write_text("{}")  # an older file the fetch must not take
+    served = tmp_path / "served" / "tau2-bench"
+    served.mkdir(parents=True)
+    _archive(v101, served / "v1.0.1.tar.gz")
+    _archive(v020, served / "v0.2.0.tar.gz")
+    result = fetch("tau2", f"{loopback_server(served.parent)}/tau2-bench/{{tag}}.tar.gz", log=lambda _m: None)
+    check = verify_folder("tau2", Path(result["path"]))
+    assert set(check["ok"]) == {r for r, e in manifest["files"].items() if e["source"]} and not check["mismatch"]
+
+
+def test_a_complete_mirror_folder_gives_a_complete_copy(tau2_data, tmp_path, cache):
+    result = fetch("tau2", str(tau2_data), dest=tmp_path / "copy", log=lambda _m: None)
+    assert result["not_in_source"] == []
+    assert verify_folder("tau2", tmp_path / "copy")["complete"]
+
+
+def test_a_corrupted_file_fails_and_leaves_nothing(tau2_data, tmp_path, cache, loopback_server):
+    bad = _upstream_like_archive(tau2_data, tmp_path, corrupt="domains/retail/tasks.json")
+    with pytest.raises(DataFetchError, match=r"domains/retail/tasks\.json.*(corrupted|mismatch)"):
+        fetch("tau2", str(bad), log=lambda _m: None)
+    assert not (cache / "data" / "tau2-1.0.1").exists()
+    assert list((cache / "data").iterdir()) == []  # no staging folder left behind
+    # the same over HTTP, through the CLI: one error line, exit 1, an older good copy untouched
+    good = fetch("tau2", str(_upstream_like_archive(tau2_data, tmp_path / "g")), log=lambda _m: None)
+    before = verify_folder("tau2", Path(good["path"]))["ok"]
+    url = f"{loopback_server(bad.parent)}/{bad.name}"
+    assert main(["data", "fetch", "tau2", "--from", url]) == 1
+    assert verify_folder("tau2", Path(good["path"]))["ok"] == before
+    assert [p.name for p in (cache / "data").iterdir()] == ["tau2-1.0.1"]
+
+
+def test_fetch_errors_are_one_line(tmp_path, cache, capsys):
+    assert main(["data", "fetch", "tau2", "--from", str(tmp_path / "nope.tar.gz")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no such file" in err[0]
+    assert not cache.exists()  # a missing source fails before anything is created
+    (tmp_path / "junk.tar.gz").write_bytes(b"not an archive")
+    assert main(["data", "fetch", "tau2", "--from", str(tmp_path / "junk.tar.gz")]) == 1
+    assert "archive" in capsys.readouterr().err
+    assert main(["data", "fetch", "toolsandbox"]) == 2
+    captured = capsys.readouterr()
+    assert "scenarios/base_scenarios.jsonl" in captured.out and "--from" in captured.err
+
+
+def test_toolsandbox_from_a_folder(toolsandbox_data, tmp_path, cache):
+    result = fetch("toolsandbox", str(toolsandbox_data), log=lambda _m: None)
+    assert verify_folder("toolsandbox", Path(result["path"]))["complete"]

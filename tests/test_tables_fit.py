@@ -1,0 +1,119 @@
+"""Tables fit an 80-column terminal without cutting the names a user needs."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from trace_gym.render import fit_table
+
+LONG_IDS = ["trace/demo-cap-refund-policy-v0", "trace/demo-cap-precondition-verification-v0"]
+
+
+def _render(renderable) -> str:
+    con = Console(width=80, record=True, color_system=None)
+    con.print(renderable)
+    return con.export_text()
+
+
+def _assert_fits(text: str, names: list[str]) -> None:
+    assert "…" not in text, text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for name in names:
+        assert name in text, f"{name!r} is not shown whole:\n{text}"
+
+
+def test_fit_table_keeps_named_columns_whole_and_never_cuts():
+    t = Table()
+    t.add_column("capability")
+    t.add_column("notes")
+    t.add_row("precondition-verification-of-every-flight", "x " * 120 + "averyveryverylongwordthatcannotwrapanywhereatall" * 2)
+    text = _render(fit_table(t, "capability"))
+    _assert_fits(text, ["precondition-verification-of-every-flight"])
+    without = Table()
+    without.add_column("capability")
+    without.add_column("notes")
+    without.add_row("precondition-verification-of-every-flight", "x " * 120 + "averyveryverylongwordthatcannotwrapanywhereatall" * 2)
+    assert "…" in _render(without)  # what rich does by default: the check above can fail
+
+
+def test_demo_summary_table_fits_80_columns():
+    from trace_gym.demo.runner import summary_table
+
+    stages = [
+        ("1. base rollouts", "24 episodes; smollm2 passed 0/4, scripted passed 9/20"),
+        ("2. analysis", "2 selected: refund-policy, precondition-verification"),
+        ("3. synthesis + calibration", f"{LONG_IDS[0]} (smollm2 0.25), {LONG_IDS[1]} (smollm2 0.00)"),
+        ("4. training (GRPO + LoRA)", "refund-policy (4 steps, reward 0.1→0.3), precondition-verification (4 steps, reward 0→0)"),
+        ("5. routing", "accuracy 3/4 = 0.75 (index: {'refund-policy': 6, 'none': 3})"),
+        ("6. evaluation", "base: mean reward 0.000, pass^1 0.000; routed: mean reward 0.000, pass^1 0.000"),
+    ]
+    summary = {"config": {"model": "smollm2", "target": "trace/tau2-retail-v0"},
+               "stages": [{"title": t, "headline": h, "seconds": 1234.5, "cpu_seconds": 2345.6, "resumed": False,
+                           "artifacts": ["runs/demo/x"]} for t, h in stages],
+               "verdict": "no improvement on the held-out tasks (base 0.000 → routed 0.000 mean reward)"}
+    _assert_fits(_render(summary_table(summary)), LONG_IDS + ["refund-policy", "precondition-verification", "1234 (2346)"])
+
+
+def test_envs_table_fits_80_columns():
+    import trace_gym  # noqa: F401
+    from trace_gym.cli.envs import env_records, envs_table
+
+    rows = env_records()
+    _assert_fits(_render(envs_table(rows)), [r["id"] for r in rows] + ["capability", "toolsandbox"])
+
+
+def _pass(v: float) -> dict:
+    return {"value": v, "low": max(0.0, v - 0.25), "high": min(1.0, v + 0.25)}
+
+
+def test_eval_tables_fit_80_columns():
+    from trace_gym.eval.report import comparison_table, report_table
+
+    ks = {str(k): _pass(0.5) for k in (1, 2, 3, 4)}
+    rep = {"policy": "routed:adapters/cap-0-precondition-verification", "env_id": "trace/tau2-retail-v0", "n_tasks": 4,
+           "trials": 4, "mean_reward": 0.5, "pass_hat_k": ks, "rollouts": 16, "wall_s": 12.0,
+           "groups": {"insufficient_information_multiple_user_turn": {"n_tasks": 4, "mean_reward": 0.5, "perfect": 2,
+                                                                      "pass_hat_k": ks}}}
+    _assert_fits(_render(report_table(rep)), ["insufficient_information_multiple_user_turn"])
+    _assert_fits(_render(comparison_table([rep, {**rep, "policy": "base"}])),
+                 ["routed:adapters/cap-0-precondition-verification"])
+
+
+def test_demo_stage_tables_fit_80_columns(tmp_path):
+    from trace_gym.demo.config import DemoConfig
+    from trace_gym.demo.stages import Context, show
+    from trace_gym.pipeline.stages import Rollouts, Synthesis
+
+    con = Console(width=80, record=True, color_system=None)
+    ctx = Context(DemoConfig(out=tmp_path, target="trace/tau2-retail-v0", model="tiny"), con)
+    agents = {"flawed-scripted:skip-confirmation-before-write": {"episodes": 4, "passed": 0}, "tiny": {"episodes": 2, "passed": 0}}
+    show(ctx, "rollouts", Rollouts(str(tmp_path / "r.jsonl"), 6, 0, agents))
+    show(ctx, "synthesis", Synthesis([{"capability": "precondition-verification", "status": "template",
+                                       "spec_id": "demo-cap-precondition-verification", "template": "airline-cancel",
+                                       "reasons": []}]))
+    _assert_fits(con.export_text(), list(agents) + ["precondition-verification", "demo-cap-precondition-verification",
+                                                     "template", "airline-cancel"])
+
+
+def test_compare_table_fits_80_columns():
+    from trace_gym.compare.report import LABELS, rich_table
+
+    def method(name):
+        return {"rollouts": 1280, "budget": 1280, "train_wall_s": 1234.0, "note": "x",
+                "eval": {"mean_reward": 0.25, "pass_hat_k": {"1": _pass(0.25), "4": _pass(0.1)}, "wall_s": 99.0,
+                         "n_tasks": 20, "trials": 4}}
+
+    doc = {"target": "trace/tau2-retail-v0", "budget": 1280, "methods": {m: method(m) for m in LABELS}}
+    _assert_fits(_render(rich_table(doc)), list(LABELS.values()))
+
+
+def test_analysis_capabilities_table_fits_80_columns():
+    from trace_gym.analysis.report import capabilities_table
+
+    names = ["information-communication", "precondition-verification", "confirmation-before-write"]
+    doc = {"thresholds": {"rho": 0.1, "delta": 0.2, "k": 8}, "runs": 10, "inputs": {"n_failed": 120, "n_passed": 0},
+           "capabilities": [{"capability": n, "selected": i == 0, "runs_passed": 10 - i, "n_runs": 10, "mean_coverage": 0.5,
+                             "mean_gap": -0.25, "per_run": [{"er_minus": 0.5, "er_plus": 0.25}] * 10}
+                            for i, n in enumerate(names)]}
+    _assert_fits(_render(capabilities_table(doc)), names + ["selected", "10/10", "-0.25"])

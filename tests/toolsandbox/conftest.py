@@ -1,0 +1,18 @@
+"""Shared fixtures of the ToolSandbox tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trace_gym.datadirs import DataDirError, toolsandbox_data_dir
+
+
+@pytest.fixture(scope="module")
+def root() -> Path:
+    """The ToolSandbox data folder; the test is skipped without it."""
+    try:
+        return toolsandbox_data_dir()
+    except DataDirError as exc:
+        pytest.skip(f"ToolSandbox data not available: {exc}")

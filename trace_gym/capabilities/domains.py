@@ -1,0 +1,139 @@
+"""The worlds capability specs are written over: one :class:`CapabilityDomain` per ``domain:`` value.
+
+A spec's ``domain`` names an entry of :data:`DOMAIN_FACTORIES`; :func:`get_domain` builds it
+once.  The spec loader asks the domain which tools exist, which of them write, which tables
+slots may draw from and which may be cloned, and lets it check what only it can check; the
+environment asks it for the exposed tools, a seeded synthetic database, a backend that runs
+calls on that database, and the system prompt.  Generic code never names a domain.
+
+Domains: ``retail`` and ``airline`` (τ²-bench, :class:`Tau2Domain`) and ``toolsandbox``
+(:class:`trace_gym.capabilities.ts_domain.ToolSandboxDomain`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+from collections.abc import Callable
+from functools import cache
+from typing import Any, Protocol
+
+__all__ = ["CapabilityDomain", "DomainBackend", "DomainToolSet", "Tau2Domain", "DOMAIN_FACTORIES", "get_domain"]
+
+
+class DomainBackend(Protocol):
+    """Where one episode's tool calls run, on the episode's database.
+
+    Error contract: :meth:`call` never raises for any name or arguments; a failed call is a
+    ``ToolResult(error=True)`` and leaves the database unchanged.
+    """
+
+    def call(self, name: str, args: dict[str, Any]) -> Any: ...  # a ToolResult
+    def initial_db(self) -> dict[str, Any]: ...  # the state the rewards compare against (do not mutate)
+    def current_db(self) -> dict[str, Any]: ...  # a fresh copy of the state now
+    def fingerprint(self) -> str: ...  # equal iff the state is the same
+    def fork(self) -> DomainBackend: ...  # a fresh backend on the same starting database
+
+
+class DomainToolSet(Protocol):
+    """The exposed tools: ``toolset`` (agent-facing schemas), ``kinds`` (name → read/write/generic),
+    ``backend`` (set by the environment each episode) and ``validate`` (``None`` or the problem)."""
+
+    toolset: Any
+    kinds: dict[str, str]
+    backend: Any
+
+    def validate(self, name: str, args: dict[str, Any]) -> str | None: ...
+
+
+class CapabilityDomain(Protocol):
+    """What the spec loader and :class:`~trace_gym.capabilities.env.CapabilityEnv` ask a domain.
+
+    Error contract: :meth:`check_spec` raises :class:`~trace_gym.capabilities.specfile.SpecError`
+    (naming the field) for a spec the domain cannot serve and nothing else; :meth:`tools`,
+    :meth:`backend`, :meth:`system_prompt` raise ``ValueError`` for unknown tool names and
+    :class:`~trace_gym.datadirs.DataDirError` when the domain's data folder is missing.
+    """
+
+    name: str
+
+    def tool_names(self) -> frozenset[str]: ...  # every tool a spec may expose
+    def write_tools(self) -> frozenset[str]: ...  # the tools that change the world
+    def tables(self) -> tuple[str, ...]: ...  # database tables slots may draw from
+    def clonable(self) -> tuple[str, ...]: ...  # tables distractors may copy records of
+    def check_spec(self, doc: dict[str, Any], source: str) -> None: ...
+    def tools(self, names: list[str]) -> DomainToolSet: ...
+    def generate(self, rng: random.Random, **sizes: int) -> dict[str, Any]: ...
+    def backend(self, db: dict[str, Any]) -> DomainBackend: ...
+    def system_prompt(self) -> str: ...
+
+
+class Tau2Domain:
+    """A τ²-bench domain: the benchmark's tools.json and policy, the engine on an injected database."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def tool_names(self) -> frozenset[str]:
+        from .spec import GENERIC_TOOLS, READ_TOOLS, WRITE_TOOLS
+
+        return frozenset(READ_TOOLS[self.name] | WRITE_TOOLS[self.name] | GENERIC_TOOLS)
+
+    def write_tools(self) -> frozenset[str]:
+        from .spec import WRITE_TOOLS
+
+        return frozenset(WRITE_TOOLS[self.name])
+
+    def tables(self) -> tuple[str, ...]:
+        from .spec import TABLES
+
+        return TABLES[self.name]
+
+    def clonable(self) -> tuple[str, ...]:
+        from .synthdb.clone import CLONABLE
+
+        return CLONABLE[self.name]
+
+    def check_spec(self, doc: dict[str, Any], source: str) -> None:
+        return None
+
+    def tools(self, names: list[str]) -> DomainToolSet:
+        from .domain import DomainTools
+
+        return DomainTools(self.name, names)
+
+    def generate(self, rng: random.Random, **sizes: int) -> dict[str, Any]:
+        from .synthdb import GENERATORS
+
+        return GENERATORS[self.name](rng, **sizes)
+
+    def backend(self, db: dict[str, Any]) -> DomainBackend:
+        from ..tau2.domain_spec import load_domain
+        from .backend import EngineBackend
+
+        return EngineBackend(load_domain(self.name), db)
+
+    def system_prompt(self) -> str:
+        from .domain import domain_policy
+
+        return domain_policy(self.name)
+
+
+def _toolsandbox() -> CapabilityDomain:
+    return importlib.import_module(".ts_domain", __package__).ToolSandboxDomain()
+
+
+DOMAIN_FACTORIES: dict[str, Callable[[], CapabilityDomain]] = {
+    "retail": lambda: Tau2Domain("retail"),
+    "airline": lambda: Tau2Domain("airline"),
+    "toolsandbox": _toolsandbox,
+}
+
+
+@cache
+def get_domain(name: str) -> CapabilityDomain:
+    """The domain a spec's ``domain:`` names (``ValueError`` for an unknown one)."""
+    factory = DOMAIN_FACTORIES.get(name)
+    if factory is None:
+        raise ValueError(f"unknown capability domain {name!r}; expected one of {sorted(DOMAIN_FACTORIES)}")
+    return factory()

@@ -1,0 +1,291 @@
+"""The last three TRACE stages: training → routing → evaluation.
+
+* :func:`train_capability` — GRPO+LoRA on one capability env (one adapter), within a
+  number of optimizer steps that the caller fixes or :func:`plan_train_steps` derives
+  from a rollout budget;
+* :func:`build_router` — the retrieval router's index: reference solutions of each
+  capability env under its adapter's name, the target episodes the base model already
+  passes under ``none``; plus its accuracy against the analysis labels;
+* :func:`evaluate_policy` — pass^k of a policy on held-out tasks of the target.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.outcome import is_success
+from .budget import RolloutBudget
+from .scores import graded_scores
+from .stages import Analysis, Rollouts, capability_factory
+from .store import StageOutput
+from .target import Target
+
+__all__ = [
+    "TrainedAdapter", "Training", "train_capability", "train_adapter", "plan_train_steps", "worst_rollouts_per_step",
+    "Routing", "build_router",
+    "evaluate_policy", "ForfeitOnError", "FORFEIT", "Evaluation", "evaluate_policies",
+]
+
+
+# ----------------------------------------------------------------------------- 5. training
+def worst_rollouts_per_step(train: dict[str, Any]) -> int:
+    """The most episodes one optimizer step can play (every group resampled the maximum number of times)."""
+    from ..train.config import TrainConfig
+
+    cfg = TrainConfig(**{k: v for k, v in train.items() if k in TrainConfig.field_names()})
+    resamples = cfg.max_resamples if cfg.resample_constant_groups else 0
+    return cfg.seeds_per_step * cfg.num_generations * (1 + resamples) * cfg.gradient_accumulation_steps
+
+
+def plan_train_steps(rollouts: int, train: dict[str, Any], max_steps: int | None = None) -> int:
+    """Optimizer steps that fit in ``rollouts`` even in the worst case (capped by ``max_steps``)."""
+    steps = rollouts // worst_rollouts_per_step(train)
+    return min(steps, max_steps) if max_steps is not None else steps
+
+
+def train_adapter(*, model: str, seed: int, env_factory: Callable[[], Any], env_id: str, out: Path,
+                  steps: int, train: dict[str, Any], run_name: str) -> dict[str, Any]:
+    """GRPO+LoRA for ``steps`` optimizer steps; returns the manifest entry plus timing (``seconds``)."""
+    from ..progress import active
+    from ..train import TrainConfig
+    from ..train import train as run_train
+
+    fields = {k: v for k, v in train.items() if k in TrainConfig.field_names()}
+    fields.update(env_id=env_id, model=model[3:] if model.startswith("hf:") else model, out=str(out), max_steps=steps,
+                  seed=seed, save_steps=0, run_name=run_name)
+    fields.setdefault("progress", active() is not None)  # a progress line when the caller shows progress
+    fields.setdefault("num_train_seeds", max(64, steps * fields.get("seeds_per_step", 1)))
+    res = run_train(TrainConfig(**fields), env_factory=env_factory)
+    entry = dict(res.manifest_entry)
+    entry["seconds"] = res.seconds
+    return json.loads(json.dumps(entry, default=str))
+
+
+@dataclass
+class TrainedAdapter(StageOutput):
+    adapter: str                   # the adapter's name (its folder under the adapters dir)
+    capability: str
+    env_id: str
+    path: str = ""
+    steps: int = 0
+    rollouts: int = 0              # charged to the budget (the trainer's own count without one)
+    trainer_rollouts: int | None = None
+    final_reward: float = 0.0      # mean reward of the last three steps
+    reward_curve: list[Any] = field(default_factory=list)
+    train_wall_s: float | None = None
+    skipped: str | None = None
+
+
+@dataclass
+class Training(StageOutput):
+    adapters: list[TrainedAdapter] = field(default_factory=list)  # trained ones
+    skipped: list[TrainedAdapter] = field(default_factory=list)   # below one optimizer step
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Training:
+        return cls([TrainedAdapter.from_dict(a) for a in data.get("adapters", [])],
+                   [TrainedAdapter.from_dict(a) for a in data.get("skipped", [])])
+
+    def artifacts(self) -> list[str]:
+        return [a.path for a in self.adapters]
+
+
+def train_capability(env: dict[str, Any], name: str, adapters_dir: str | Path, *, model: str, seed: int,
+                     train: dict[str, Any], steps: int, env_kwargs: dict[str, Any],
+                     budget: RolloutBudget | None = None) -> TrainedAdapter:
+    """One adapter on one calibrated capability env; an adapter already in the manifest is kept."""
+    from ..train.outputs import read_manifest
+
+    stage = f"train:{env['capability']}"
+    out = Path(adapters_dir) / name
+    entry = next((a for a in read_manifest(Path(adapters_dir) / "manifest.json")["adapters"] if a.get("path") == str(out)), None)
+    if entry is not None and not (out / "adapter_model.safetensors").exists():
+        entry = None
+    if budget is not None:
+        budget.start_stage(stage, int(entry.get("rollouts_used") or 0) if entry is not None else 0)
+    if entry is None:
+        if steps < 1:
+            return TrainedAdapter(name, env["capability"], env["env_id"], skipped="the rollouts left are below one optimizer step")
+        factory = capability_factory(env["spec"], env_kwargs, budget, stage)
+        entry = train_adapter(model=model, seed=seed, env_factory=factory, env_id=env["env_id"], out=out, steps=steps,
+                              train=train, run_name=name)
+    curve = entry.get("reward_curve") or []
+    tail = [r for _, r in curve[-3:]]
+    used = budget.stage_used(stage) if budget is not None else int(entry.get("rollouts_used") or 0)
+    return TrainedAdapter(name, env["capability"], env["env_id"], str(entry.get("path", out)), int(entry.get("steps") or steps),
+                          used, entry.get("rollouts_used"), sum(tail) / len(tail) if tail else 0.0, curve,
+                          entry.get("seconds"))
+
+
+# ----------------------------------------------------------------------------- 6. routing
+@dataclass
+class Routing(StageOutput):
+    index: str | None = None       # the saved index (without suffix): <index>.json and <index>.npy
+    index_examples: dict[str, int] = field(default_factory=dict)  # label -> examples
+    n_examples: int = 0
+    labels: list[str] = field(default_factory=list)
+    n: int = 0                     # target trajectories routed against the analysis labels
+    correct: int = 0
+    accuracy: float = 0.0
+    confusion: dict[str, dict[str, int]] = field(default_factory=dict)
+    rollouts: int = 0
+    skipped: str | None = None
+
+    def artifacts(self) -> list[str]:
+        return [f"{self.index}.json", f"{self.index}.npy"] if self.index else []
+
+
+def build_router(adapters: list[TrainedAdapter], specs: dict[str, str], rollouts: Rollouts, analysis: Analysis,
+                 index_path: str | Path, *, target: Target, seed: int, seeds: int, env_kwargs: dict[str, Any],
+                 embedder: str | None = None, budget: RolloutBudget | None = None,
+                 env_kwargs_by_capability: dict[str, dict[str, Any]] | None = None) -> Routing:
+    """The router index over reference solutions (per adapter) and the target episodes the base model passes.
+
+    ``specs`` maps a capability to its spec file; ``env_kwargs_by_capability`` gives a
+    capability's own kwargs (its tuned difficulty) in place of ``env_kwargs``.  The
+    reference solution may need more turns than the model's step limit, so ``max_steps``
+    is dropped.
+    """
+    from ..analysis.labels import LabelRun
+    from ..analysis.pipeline import trajectory_id
+    from ..route.base import NO_ADAPTER
+    from ..route.build import build_index, reference_corpus, routing_accuracy, true_route_labels
+    from ..route.embed import Embedder
+    from ..route.retrieval import RetrievalRouter
+
+    if budget is not None:
+        budget.start_stage("routing", 0)
+    corpora: dict[str, list[Any]] = {}
+    for a in adapters:
+        kw = (env_kwargs_by_capability or {}).get(a.capability, env_kwargs)
+        ref_kwargs = {k: v for k, v in kw.items() if k != "max_steps"}
+        corpora[a.adapter] = reference_corpus(capability_factory(specs[a.capability], ref_kwargs, budget, "routing"),
+                                              [seed + s for s in range(seeds)], a.env_id)
+    target_trajs = rollouts.trajectories()
+    corpora[NO_ADAPTER] = [t for t in target_trajs if is_success(t.reward, target.threshold)]
+    used = budget.stage_used("routing") if budget is not None else 0
+    try:
+        index = build_index(corpora, Embedder(embedder), success=0.0)
+    except ValueError as exc:
+        return Routing(skipped=f"no router index: {exc}", rollouts=used)
+    path = Path(index_path)
+    index.save(path)
+    caps = json.loads(Path(analysis.capabilities_json).read_text(encoding="utf-8"))
+    runs = [LabelRun.from_dict(json.loads(p.read_text(encoding="utf-8"))["run"])
+            for p in sorted((Path(analysis.capabilities_json).parent / "labels").glob("run_*.json"))]
+    truth = true_route_labels(caps, runs, {a.capability: a.adapter for a in adapters})
+    convs = [(t.transcript or t.messages, truth[trajectory_id(t)]) for t in target_trajs if trajectory_id(t) in truth]
+    rep = routing_accuracy(RetrievalRouter(index), convs)
+    return Routing(str(path), dict(Counter(index.labels)), len(index.texts), sorted(set(index.labels)), rep.n, rep.correct,
+                   rep.accuracy, rep.confusion, used)
+
+
+# ----------------------------------------------------------------------------- 7. evaluation
+FORFEIT = "I am unable to continue with this request. ###STOP###"
+
+
+class ForfeitOnError:
+    """Wrap a policy so that a failure to act (e.g. a conversation longer than the model's
+    context) ends the agent's episode with a stop message instead of aborting the whole
+    evaluation; the episode is then scored as it stands.  ``forfeits`` counts them.
+    """
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+        self.policy_id = inner.policy_id
+        self.accepts_seeds = bool(getattr(inner, "accepts_seeds", False))
+        self.batchable = bool(getattr(inner, "batchable", True))
+        self.forfeits: list[str] = []
+
+    def reset(self, seed: int | None = None) -> None:
+        reset = getattr(self.inner, "reset", None)
+        if reset is not None:
+            reset(seed)
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        from ..policies.base import PolicyError
+
+        try:
+            return self.inner.act(messages, tools)
+        except PolicyError as exc:
+            self.forfeits.append(str(exc)[:300])
+            return FORFEIT
+
+    def act_batch(self, requests: list[Any], seeds: list[int | None] | None = None) -> list[str]:
+        from ..policies.base import PolicyError, act_batch
+
+        try:
+            return act_batch(self.inner, requests, seeds)
+        except PolicyError:  # answer one at a time so that only the failing episodes forfeit
+            out = []
+            for i, (m, t) in enumerate(requests):
+                if seeds is not None and hasattr(self.inner, "reset"):
+                    self.inner.reset(seeds[i])
+                out.append(self.act(m, t))
+            return out
+
+
+def evaluate_policy(target: Target, policy: Any, tasks: list[Any], trials: int, store: str | Path, *, base_seed: int,
+                    batch_size: int = 1, on_episode: Callable[[Any], None] | None = None) -> dict[str, Any]:
+    """pass^1..pass^trials (bootstrap intervals) of ``policy`` on ``tasks``, resuming from ``store``, with the
+    graded scores per report group (``scores``, :func:`~trace_gym.pipeline.scores.graded_scores`).
+
+    A policy failure forfeits the episode (scored as it stands) and is counted in ``forfeits``.
+    """
+    from ..eval.harness import evaluate
+
+    guarded = ForfeitOnError(policy)
+    rep = evaluate(target.env_id, guarded, [str(t) for t in tasks], trials, store=store, base_seed=base_seed,
+                   env_kwargs=target.env_kwargs, batch_size=batch_size, success=target.threshold, on_episode=on_episode)
+    d = rep.to_dict()
+    d["eval_wall_s"] = rep.wall_s
+    d["forfeits"] = len(guarded.forfeits)  # actions the policy could not produce (episode ended by a stop message)
+    d["forfeit_examples"] = sorted(set(guarded.forfeits))[:3]
+    d["scores"] = graded_scores(d, target.source.group, seed=base_seed)  # mean reward and perfect count per group, CIs
+    return d
+
+
+@dataclass
+class Evaluation(StageOutput):
+    tasks: list[str] = field(default_factory=list)
+    trials: int = 0
+    reports: list[dict[str, Any]] = field(default_factory=list)  # one evaluate_policy() document per policy, with "spec"
+    comparison: str | None = None
+    plot: str | None = None
+
+    def artifacts(self) -> list[str]:
+        return ([self.comparison] if self.comparison else []) + ([self.plot] if self.plot else [])
+
+
+def evaluate_policies(target: Target, policies: dict[str, Callable[[], Any]], tasks: list[str], trials: int, out: str | Path,
+                      *, base_seed: int, batch_size: int = 1,
+                      on_report: Callable[[dict[str, Any]], None] | None = None) -> Evaluation:
+    """Evaluate each named policy (loaded one at a time) on ``tasks``: ``<out>/<name>/report.json`` each, then
+    ``comparison.json`` and ``comparison.png``.  Progress goes to :mod:`trace_gym.progress`."""
+    from ..eval.report import plot_comparison
+    from ..io import atomic_write_json
+
+    out = Path(out)
+    reports = []
+    for name, load in policies.items():
+        policy = load()
+        doc = evaluate_policy(target, policy, tasks, trials, out / name / "episodes.jsonl", base_seed=base_seed,
+                              batch_size=batch_size)
+        doc["spec"] = name
+        if hasattr(policy, "fired"):
+            doc["context_overflows"] = policy.fired
+        if hasattr(policy, "decisions"):
+            doc["routing"] = policy.decisions
+        atomic_write_json(out / name / "report.json", doc)
+        if on_report is not None:
+            on_report(doc)
+        reports.append(doc)
+        del policy
+    atomic_write_json(out / "comparison.json", {"env_id": target.env_id, "tasks": tasks, "trials": trials, "reports": reports})
+    png = plot_comparison(reports, out / "comparison.png")
+    return Evaluation(list(tasks), trials, reports, str(out / "comparison.json"), str(png) if png else None)

@@ -1,0 +1,206 @@
+"""The TRACE loop, in order, as resumable stages.
+
+:func:`run_trace` plays the base model on the target (1. rollouts), finds the
+capabilities its failures lack (2. analysis), synthesizes one capability env per chosen
+capability (3. synthesis), scores the base model on each (4. calibration), trains one
+LoRA adapter per env it has not mastered (5. training) and builds the router that sends
+each conversation to an adapter or to none (6. routing).  Evaluation (7.) of the routed
+adapters against the base model is :func:`trace_gym.pipeline.learn.evaluate_policy`,
+which the front-ends call for every policy they compare.
+
+Every stage goes through one :class:`~trace_gym.pipeline.store.StageStore`, so a killed
+run continues with its first unfinished stage, and (with a
+:class:`~trace_gym.pipeline.budget.RolloutBudget`) every episode played while learning
+is charged to the budget.  ``trace-gym demo`` and ``trace-gym compare`` are front-ends
+that fill a :class:`TracePlan` and present the results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .budget import RolloutBudget
+from .learn import Routing, Training, build_router, plan_train_steps, train_capability
+from .stages import (
+    Analysis,
+    Calibration,
+    RolloutJob,
+    Rollouts,
+    Synthesis,
+    analyze,
+    calibrate_envs,
+    env_kwargs_for,
+    play_rollouts,
+    synthesize_envs,
+)
+from .store import StageStore
+from .target import Target
+
+__all__ = ["TracePlan", "TraceRun", "run_trace", "STAGES"]
+
+STAGES = ("rollouts", "analysis", "synthesis", "calibration", "training", "routing")
+
+
+def adapter_name(capability: str) -> str:
+    """A folder-safe adapter name for a capability."""
+    return "".join(ch if ch.isalnum() else "-" for ch in capability.lower()).strip("-")
+
+
+@dataclass
+class TracePlan:
+    """What one TRACE run does, and where its files go (all under ``root`` unless given)."""
+
+    target: Target
+    root: Path
+    model: str                                   # what the trainer loads: a model name or folder
+    base_policy: Callable[[], Any]               # the model under study as a policy, loaded when first needed
+    jobs: list[RolloutJob]                       # 1. the episodes to play on the target (model and any others)
+    seed: int = 0
+    batch_size: int = 1                          # episodes played in lock step
+    # 2. analysis
+    min_capabilities: int = 0
+    max_capabilities: int | None = None
+    # 3. synthesis
+    max_envs: int | None = None
+    # 4. calibration
+    cap_env_kwargs: dict[str, Any] = field(default_factory=dict)
+    calib_seeds: int = 2
+    calib_samples: int = 2
+    reference_seeds: int = 0                     # episodes of the spec's reference solution per env (solvability check)
+    mastered: float | None = None                # calibration mean reward at which a capability needs no adapter
+    band: tuple[float, float] | None = None      # base mean reward to tune each env's knobs toward (paper: 20–60%)
+    tune_rounds: int = 0                         # rounds of the knob search (0: measure only)
+    # 5. training
+    train: dict[str, Any] = field(default_factory=dict)
+    train_steps: int | None = None               # fixed optimizer steps per adapter (None: as many as the budget allows)
+    max_train_steps: int | None = None
+    name_adapter: Callable[[int, str], str] = lambda i, cap: adapter_name(cap)
+    # 6. routing
+    routing_seeds: int = 2
+    embedder: str | None = None
+    budget: RolloutBudget | None = None
+    # where files go
+    rollouts_path: Path | None = None
+    analysis_dir: Path | None = None
+    specs_dir: Path | None = None
+    adapters_dir: Path | None = None
+    index_path: Path | None = None
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root)
+        self.rollouts_path = Path(self.rollouts_path or self.root / "rollouts.jsonl")
+        self.analysis_dir = Path(self.analysis_dir or self.root / "analysis")
+        self.specs_dir = Path(self.specs_dir or self.root / "specs")
+        self.adapters_dir = Path(self.adapters_dir or self.root / "adapters")
+        self.index_path = Path(self.index_path or self.adapters_dir / "router_index")
+
+
+@dataclass
+class TraceRun:
+    """The results of the stages that ran; ``note`` says why the loop stopped early, if it did."""
+
+    rollouts: Rollouts | None = None
+    analysis: Analysis | None = None
+    synthesis: Synthesis | None = None
+    calibration: Calibration | None = None
+    training: Training | None = None
+    routing: Routing | None = None
+    note: str | None = None
+    skipped: str | None = None
+
+    @property
+    def adapters(self) -> list[Any]:
+        return list(self.training.adapters) if self.training is not None else []
+
+
+def run_trace(plan: TracePlan, store: StageStore, *, prefix: str = "",
+              on_stage: Callable[[str, Any], None] | None = None,
+              on_episode: Callable[[str], None] | None = None) -> TraceRun:
+    """Run (or resume) the TRACE stages of ``plan`` in order; ``on_stage(name, result)`` follows each one.
+
+    Stages are stored as ``<prefix><name>``.  ``on_episode(stage)`` ticks after every
+    episode played (progress bars).
+    """
+    run = TraceRun()
+    budget = plan.budget
+    loaded: list[Any] = []
+
+    def policy() -> Any:
+        if not loaded:
+            loaded.append(plan.base_policy())
+        return loaded[0]
+
+    def stage(name: str, fn: Callable[[], Any], result_type: type) -> Any:
+        result = store.run(prefix + name, fn, result_type)
+        if on_stage is not None:
+            on_stage(name, result)
+        return result
+
+    def tick(name: str) -> Callable[[], None] | None:
+        return (lambda: on_episode(name)) if on_episode else None
+
+    if plan.target.domain is None:
+        run.skipped = (f"{plan.target.env_id} offers no tool domain to synthesize capability environments for: "
+                       "TRACE falls back to the base model")
+        return run
+    jobs = [dataclasses.replace(j, policy=policy) if j.policy is None else j for j in plan.jobs]
+    # 1. rollouts: the base model (and any other agents) on the target's tasks
+    run.rollouts = stage("rollouts", lambda: play_rollouts(plan.target, jobs, plan.rollouts_path, budget=budget,
+                                                           batch_size=plan.batch_size, on_episode=tick("rollouts")), Rollouts)
+    # 2. analysis: the capabilities failed trajectories lack and passed ones show
+    run.analysis = stage("analysis", lambda: analyze(run.rollouts, plan.analysis_dir, seed=plan.seed,
+                                                     threshold=plan.target.threshold, min_capabilities=plan.min_capabilities,
+                                                     max_capabilities=plan.max_capabilities), Analysis)
+    # 3. synthesis: one capability env per chosen capability, same tools and policy as the target
+    run.synthesis = stage("synthesis", lambda: synthesize_envs(run.analysis, plan.target.domain, plan.specs_dir,
+                                                               seed=plan.seed, max_envs=plan.max_envs), Synthesis)
+    if not run.synthesis.envs:
+        run.note = "no capability env could be synthesized for this target: TRACE falls back to the base model"
+        return run
+    # 4. calibration: how the base model does on each env (a mastered capability needs no adapter)
+    n_cal = len(run.synthesis.envs) * plan.calib_seeds * plan.calib_samples
+    if budget is not None and not store.done(prefix + "calibration") and n_cal > budget.remaining:
+        run.note = f"calibration needs {n_cal} rollouts, {budget.remaining} left: TRACE falls back to the base model"
+        return run
+    run.calibration = stage("calibration", lambda: calibrate_envs(
+        run.synthesis, policy, seed=plan.seed, seeds=plan.calib_seeds, samples=plan.calib_samples, env_kwargs=plan.cap_env_kwargs,
+        budget=budget, batch_size=plan.batch_size, reference_seeds=plan.reference_seeds, mastered=plan.mastered,
+        band=plan.band, tune_rounds=plan.tune_rounds, on_episode=on_episode and (lambda _env: on_episode("calibration"))), Calibration)
+    # 5. training: one GRPO+LoRA adapter per env still to learn
+    run.training = stage("training", lambda: _train_all(plan, run.calibration), Training)
+    if not run.training.adapters:
+        run.note = "no adapter was trained (budget or all capabilities mastered): TRACE falls back to the base model"
+        return run
+    # 6. routing: the index that sends each conversation to an adapter or to none
+    specs = {e["capability"]: e["spec"] for e in run.calibration.envs}
+    tuned = {e["capability"]: env_kwargs_for(e, plan.cap_env_kwargs) for e in run.calibration.envs}
+    run.routing = stage("routing", lambda: build_router(
+        run.training.adapters, specs, run.rollouts, run.analysis, plan.index_path, target=plan.target, seed=plan.seed,
+        seeds=plan.routing_seeds, env_kwargs=plan.cap_env_kwargs, embedder=plan.embedder, budget=budget,
+        env_kwargs_by_capability=tuned), Routing)
+    return run
+
+
+def _train_all(plan: TracePlan, calibration: Calibration) -> Training:
+    """An adapter per env to learn; with a budget each gets an equal share of what is left after routing's reserve."""
+    budget = plan.budget
+    todo = [e for e in calibration.envs if e["train"]]
+    share = None
+    if budget is not None:
+        kept = sum(budget.stage_used(f"train:{e['capability']}") for e in todo)  # a resumed stage's earlier adapters
+        share = (budget.remaining + kept - len(todo) * plan.routing_seeds) // max(1, len(todo))
+    out = Training()
+    for i, e in enumerate(todo):
+        if plan.train_steps is not None:
+            steps = plan.train_steps
+        else:
+            left = budget.remaining + budget.stage_used(f"train:{e['capability']}") if budget is not None else 0
+            steps = plan_train_steps(min(share or 0, left), plan.train, plan.max_train_steps)
+        a = train_capability(e, plan.name_adapter(i, e["capability"]), plan.adapters_dir, model=plan.model, seed=plan.seed,
+                             train=plan.train, steps=steps, env_kwargs=env_kwargs_for(e, plan.cap_env_kwargs), budget=budget)
+        (out.skipped if a.skipped else out.adapters).append(a)
+    return out

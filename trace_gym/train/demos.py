@@ -1,0 +1,201 @@
+"""Demonstrations for a supervised warm start: reference episodes, rendered and masked.
+
+A demonstration is one whole episode of an environment played by its reference
+solution: the env is reset on a task of its task source's ``train`` split (so
+demonstrations never come from the evaluation split), each action of the unwrapped
+env's ``reference_actions()`` is stepped in order, and the conversation the env
+reports in ``info["messages"]`` is kept when the episode ended with a successful
+reward.  Its assistant turns are exactly the reference's tool calls and its messages
+to the user, the last of them the message that closes the episode.
+
+:func:`tokenize_demonstration` renders an episode with the model's chat template, as
+:class:`~trace_gym.policies.hf.HFPolicy` renders its prompts (same tool listing, same
+call format), and marks the tokens the model is trained on: the assistant turns and
+the end-of-turn token that closes each of them, nothing of the system prompt, the user
+or the tool results.  Each piece is tokenized on its own, as the model produces an
+assistant turn after a tokenized prompt.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .chat import ChatRenderer
+
+__all__ = ["Demonstration", "DemoReport", "NoReferenceError", "build_demonstrations", "reference_episode",
+           "tokenize_demonstration", "TRAIN_SPLIT"]
+
+TRAIN_SPLIT = "train"
+
+
+class NoReferenceError(TypeError):
+    """The environment has no reference solution (no ``reference_actions()``) or no train split to draw from."""
+
+
+@dataclass
+class Demonstration:
+    """One reference episode: the conversation in OpenAI chat format (system message first) and the tools."""
+
+    env_id: str
+    task_id: str
+    seed: int
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    reward: float
+
+    def assistant_turns(self) -> list[dict[str, Any]]:
+        return [m for m in self.messages if m.get("role") == "assistant"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"env_id": self.env_id, "task_id": self.task_id, "seed": self.seed, "messages": self.messages,
+                "tools": self.tools, "reward": self.reward}
+
+
+@dataclass
+class DemoReport:
+    """What :func:`build_demonstrations` played: kept demonstrations and the episodes left out, per env."""
+
+    demos: list[Demonstration] = field(default_factory=list)
+    played: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, list[str]] = field(default_factory=dict)  # env id -> "task: reason"
+
+
+def _check_reference(env: Any, env_id: str) -> Any:
+    """The unwrapped env's ``reference_actions`` method, or :class:`NoReferenceError`."""
+    get = getattr(getattr(env, "unwrapped", env), "reference_actions", None)
+    if not callable(get):
+        raise NoReferenceError(f"{env_id} has no reference solution (its env offers no reference_actions()); "
+                               "demonstrations come from envs that do, such as the capability envs (trace/cap-*)")
+    return get
+
+
+def reference_episode(env: Any, task_id: str, *, env_id: str = "", seed: int = 0) -> tuple[Demonstration | None, str]:
+    """Play task ``task_id`` of ``env`` with its reference solution.
+
+    Returns ``(demonstration, "")``, or ``(None, reason)`` when the episode did not end
+    within the reference or ended below the env's success threshold.
+    """
+    from ..core.outcome import is_success, success_threshold
+    from ..core.tasks import task_source
+
+    src = task_source(env)
+    options = dict(src.reset_options(task_id))
+    if "hint" in getattr(getattr(env, "unwrapped", env), "reset_option_keys", ()):
+        options["hint"] = False  # evaluation prompts carry no hint
+    _, info = env.reset(seed=seed, options=options)
+    tools = list(info.get("tools") or [])
+    reward, ended = 0.0, False
+    for action in list(_check_reference(env, env_id)()):
+        _, reward, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            ended = True
+            break
+    if not ended:
+        return None, "the episode was still open after the last reference action"
+    if not is_success(float(reward), success_threshold(env)):
+        return None, f"the reference scored {reward}"
+    messages = [dict(m) for m in info.get("messages") or []]
+    while messages and messages[-1].get("role") != "assistant":  # what follows the last turn is never a target
+        messages.pop()
+    if not any(m.get("role") == "assistant" for m in messages):
+        return None, "the episode has no assistant turn"
+    return Demonstration(env_id, str(task_id), int(seed), messages, tools, float(reward)), ""
+
+
+def build_demonstrations(
+    env_ids: Sequence[str],
+    per_env: int,
+    *,
+    start: int = 0,
+    env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+    seed: int = 0,
+) -> DemoReport:
+    """Reference episodes of ``per_env`` train-split tasks (from index ``start``) of each env in ``env_ids``.
+
+    ``env_kwargs`` maps an env id to its ``gym.make`` keyword arguments.  An env without a
+    reference solution, a task source or a ``train`` split raises :class:`NoReferenceError`.
+    """
+    import gymnasium as gym
+
+    import trace_gym  # noqa: F401  (registers the trace/* ids)
+
+    from ..core.tasks import TaskError, task_source
+
+    report = DemoReport()
+    for env_id in env_ids:
+        env = gym.make(env_id, disable_env_checker=True, **dict((env_kwargs or {}).get(env_id) or {}))
+        try:
+            _check_reference(env, env_id)
+            try:
+                src = task_source(env)
+                ids = src.task_ids(TRAIN_SPLIT)
+            except TaskError as exc:
+                raise NoReferenceError(f"{env_id}: demonstrations come from a task source's {TRAIN_SPLIT!r} split, "
+                                       f"held out from evaluation: {exc}") from None
+            chosen = ids[start:start + per_env]
+            report.played[env_id] = len(chosen)
+            for tid in chosen:
+                demo, reason = reference_episode(env, tid, env_id=env_id, seed=seed)
+                if demo is None:
+                    report.skipped.setdefault(env_id, []).append(f"{tid}: {reason}")
+                else:
+                    report.demos.append(demo)
+        finally:
+            env.close()
+    return report
+
+
+def tokenize_demonstration(renderer: ChatRenderer, demo: Demonstration, max_length: int | None = None) -> dict[str, Any]:
+    """``{"input_ids", "assistant_masks"}`` for one demonstration (see the module docstring).
+
+    The ids decode to the chat template's rendering of the whole conversation.  A
+    sequence longer than ``max_length`` tokens is cut there (its later turns are not
+    trained on).  A template that does not render a conversation as the concatenation
+    of its turns raises :class:`ValueError`.
+    """
+    messages, tools = demo.messages, demo.tools
+    eos = getattr(renderer.tokenizer, "eos_token", None)
+    eot = renderer.end_of_turn()
+    # the part of the end-of-turn text the model writes itself: up to its stop token
+    target_eot = eot[: eot.index(eos) + len(eos)] if eos and eos in eot else eot
+    pieces: list[tuple[str, bool]] = []
+    done = ""
+    for i, m in enumerate(messages):
+        if m.get("role") != "assistant":
+            continue
+        before = renderer.render(messages[:i], tools, generation_prompt=True)
+        through = renderer.render(messages[: i + 1], tools, generation_prompt=False)
+        if not before.startswith(done) or not through.startswith(before):
+            raise ValueError("the chat template does not render a conversation as the concatenation of its turns; "
+                             "demonstrations cannot be masked turn by turn with it")
+        turn = through[len(before):]
+        cut = turn.rfind(target_eot)
+        target = turn[: cut + len(target_eot)] if cut >= 0 else turn
+        pieces.append((before[len(done):], False))
+        pieces.append((target, True))
+        done = before + target
+    full = renderer.render(messages, tools, generation_prompt=False)
+    if not full.startswith(done):
+        raise ValueError("the chat template renders the whole conversation differently from its turns")
+    if full[len(done):]:
+        pieces.append((full[len(done):], False))
+    ids: list[int] = []
+    mask: list[int] = []
+    for text, trained in pieces:
+        piece = renderer.encode(text) if text else []
+        ids.extend(piece)
+        mask.extend([int(trained)] * len(piece))
+    if max_length is not None and len(ids) > max_length:
+        ids, mask = ids[:max_length], mask[:max_length]
+    return {"input_ids": ids, "assistant_masks": mask}
+
+
+def demo_token_count(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Total and trained tokens of tokenized demonstrations."""
+    total = sum(len(r["input_ids"]) for r in rows)
+    trained = sum(sum(r["assistant_masks"]) for r in rows)
+    return {"tokens": total, "trained_tokens": trained, "sequences": len(rows),
+            "mean_tokens": math.ceil(total / len(rows)) if rows else 0}

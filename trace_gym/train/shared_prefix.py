@@ -1,0 +1,499 @@
+"""Compute the token prefix that several sequences share once, in the loss and in sampling.
+
+A GRPO group is G episodes of one env seed: all G sequences open with the same
+system prompt, tool listing and first user message, often thousands of tokens,
+followed by a few hundred tokens of their own.  Here the rows of a batch that
+start with the same tokens are grouped (:func:`plan_prefix_clusters`); each
+group's common prefix is run through the model once (batch 1) and each row's own
+tokens then attend to its keys and values (:func:`prefix_log_probs`).
+
+``prefix_grad="exact"`` keeps the prefix in the autograd graph: the keys and
+values are expanded over the group without copying, so backward sums the rows'
+gradients into the one prefix computation and the loss, the per-token log-probs
+and every gradient equal the unshared computation (up to float rounding).
+``prefix_grad="detached"`` runs the prefix without gradient: cheaper, but the
+prompt's keys and values no longer learn (an approximation, opt-in only).  A
+single row may then "share" with itself, which makes the same function a
+prompt-detached forward for supervised fine-tuning.
+
+Positions follow the caller's convention exactly: token ``c`` of the padded row
+is at position ``c`` (TRL's training forward), so rows only share a prefix when
+their left padding is equal, which the rows of one GRPO group always have.
+
+Sampling reuses prefixes through :class:`PrefixKVStore` (see
+:func:`trace_gym.train.generation.transformers_generate_fn`).
+
+Needs the layered cache API of transformers >= 5 (``transformers.cache_utils.DynamicLayer``
+with ``cache=``); :func:`supported` says whether it is there, and callers fall
+back to the plain forward when it is not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = [
+    "PREFIX_GRAD_MODES", "PrefixCluster", "PrefixKVStore", "plan_prefix_clusters", "prefix_log_probs",
+    "prefix_kv", "supported", "cache_argument", "common_length",
+]
+
+PREFIX_GRAD_MODES = ("exact", "detached")
+
+
+def supported() -> bool:
+    """Whether the installed transformers has the cache API the shared forward builds on."""
+    try:
+        from transformers.cache_utils import DynamicCache, DynamicLayer  # noqa: F401
+    except ImportError:
+        return False
+    return hasattr(DynamicLayer, "get_mask_sizes")
+
+
+def common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """Number of leading tokens ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _base_model(model: Any) -> Any:
+    for attr in ("module",):  # DistributedDataParallel and similar wrappers
+        while hasattr(model, attr) and isinstance(getattr(model, attr), torch.nn.Module):
+            model = getattr(model, attr)
+    get_base = getattr(model, "get_base_model", None)
+    return get_base() if callable(get_base) else model
+
+
+def cache_argument(model: Any) -> str:
+    """The keyword a model's forward takes its KV cache under (``cache`` in newer transformers)."""
+    params = inspect.signature(_base_model(model).forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+# ----------------------------------------------------------------------------- planning
+@dataclass(frozen=True)
+class PrefixCluster:
+    """Rows ``rows`` share ``length`` tokens starting at column ``start`` (their common left padding)."""
+
+    rows: tuple[int, ...]
+    start: int
+    length: int
+
+
+def plan_prefix_clusters(
+    input_ids: Any, attention_mask: Any, logits_to_keep: int, *, min_tokens: int = 16, allow_single: bool = False
+) -> list[PrefixCluster]:
+    """Group the rows of a left-padded batch by common prefix.
+
+    Only tokens whose hidden states the caller does not need may be shared: those
+    before column ``T - logits_to_keep - 1`` (the last prompt token's hidden state
+    predicts the first scored token).  Rows are bucketed by left padding, sorted,
+    and a sorted run is split at its weakest link whenever two smaller clusters save
+    more tokens than one big one.  Clusters need ``min_tokens`` shared tokens and,
+    unless ``allow_single``, two rows or more.  Rows in no cluster run plainly.
+    """
+    ids = input_ids.tolist()
+    mask = attention_mask.tolist()
+    width = len(ids[0]) if ids else 0
+    limit = width - int(logits_to_keep) - 1
+    buckets: dict[int, list[tuple[int, list[int]]]] = {}
+    for r, (row, m) in enumerate(zip(ids, mask, strict=True)):
+        start = next((c for c, v in enumerate(m) if v), width)
+        if limit - start < max(1, min_tokens) or not all(m[start:limit]):
+            continue
+        buckets.setdefault(start, []).append((r, row[start:limit]))
+    clusters: list[PrefixCluster] = []
+    for start, members in sorted(buckets.items()):
+        members.sort(key=lambda x: x[1])
+        links = [common_length(a[1], b[1]) for a, b in zip(members, members[1:], strict=False)]
+        for lo, hi, shared in _split(links, 0, len(members), min_tokens, allow_single, [len(m[1]) for m in members]):
+            clusters.append(PrefixCluster(tuple(sorted(members[i][0] for i in range(lo, hi))), start, shared))
+    return clusters
+
+
+def _split(links: list[int], lo: int, hi: int, min_tokens: int, allow_single: bool, lengths: list[int]) -> list[tuple[int, int, int]]:
+    """Clusters ``[lo, hi)`` of a sorted run (``links[i]``: tokens rows ``i`` and ``i+1`` share)."""
+    n = hi - lo
+    if n == 1:
+        return [(lo, hi, lengths[lo])] if allow_single and lengths[lo] >= min_tokens else []
+    inner = links[lo : hi - 1]
+    weakest = min(inner)
+    cut = lo + inner.index(weakest) + 1
+
+    def saving(a: int, b: int) -> int:
+        if b - a == 1:
+            return 0
+        return (b - a - 1) * min(links[a : b - 1])
+
+    whole = (n - 1) * weakest if weakest >= min_tokens else 0
+    if whole and whole >= saving(lo, cut) + saving(cut, hi):
+        return [(lo, hi, weakest)]
+    return _split(links, lo, cut, min_tokens, allow_single, lengths) + _split(links, cut, hi, min_tokens, allow_single, lengths)
+
+
+# ----------------------------------------------------------------------------- caches
+def _layer_classes() -> tuple[type, type]:
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    class SharedLayer(DynamicLayer):
+        """Past keys/values that never change: ``update`` returns past + new without storing.
+
+        Keeps the first ``new`` it sees (the prefix run records its keys and values that
+        way), so a gradient-checkpointing replay of the layer, which calls ``update``
+        again, changes nothing.
+        """
+
+        def __init__(self, keys: Any = None, values: Any = None):
+            super().__init__()
+            self.keys, self.values = keys, values
+            self.is_initialized = keys is not None
+            if keys is not None:
+                self.device = keys.device
+            self.recorded: tuple[Any, Any] | None = None
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            if self.recorded is None:
+                self.recorded = (key_states, value_states)
+            if self.keys is None:
+                return key_states, value_states
+            return torch.cat([self.keys, key_states], dim=-2), torch.cat([self.values, value_states], dim=-2)
+
+    return SharedLayer, DynamicCache
+
+
+def _shared_cache(layers: list[tuple[Any, Any]] | None, num_layers: int) -> Any:
+    SharedLayer, DynamicCache = _layer_classes()
+    cache = DynamicCache()
+    if layers is None:
+        cache.layers = [SharedLayer() for _ in range(num_layers)]
+    else:
+        cache.layers = [SharedLayer(k, v) for k, v in layers]
+    return cache
+
+
+def _num_layers(model: Any) -> int:
+    config = _base_model(model).config
+    config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    return int(config.num_hidden_layers)
+
+
+@contextlib.contextmanager
+def _cache_through_checkpointing(model: Any):
+    """Let layers under gradient checkpointing read and write the shared caches.
+
+    Non-reentrant checkpointing replays a layer with the same arguments, which the
+    caches here tolerate; reentrant checkpointing would drop the gradient of the
+    prefix keys and values, so it is switched off for these calls.
+    """
+    if not torch.is_grad_enabled():
+        yield
+        return
+    changed: list[tuple[Any, str]] = []
+    for module in _base_model(model).modules():
+        if not getattr(module, "gradient_checkpointing", False) or not hasattr(module, "_can_checkpoint_with_cache"):
+            continue
+        func = getattr(module, "_gradient_checkpointing_func", None)
+        reentrant = getattr(func, "keywords", {}).get("use_reentrant", True) if isinstance(func, functools.partial) else True
+        if reentrant:
+            module.gradient_checkpointing = False
+            changed.append((module, "gradient_checkpointing"))
+        else:
+            module._can_checkpoint_with_cache = True
+            changed.append((module, "_can_checkpoint_with_cache"))
+    try:
+        yield
+    finally:
+        for module, attr in changed:
+            if attr == "gradient_checkpointing":
+                module.gradient_checkpointing = True
+            else:
+                del module._can_checkpoint_with_cache
+
+
+# ----------------------------------------------------------------------------- forward passes
+def prefix_kv(model: Any, ids: Any, positions: Any, *, grad: bool = True) -> list[tuple[Any, Any]]:
+    """Keys and values of every layer for ``ids`` (shape ``(1, L)``) at ``positions``.
+
+    With ``grad`` they stay in the autograd graph of the model's (LoRA) parameters.
+    """
+    cache = _shared_cache(None, _num_layers(model))
+    ctx = contextlib.nullcontext() if grad else torch.no_grad()
+    with ctx, _cache_through_checkpointing(model):
+        model(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+            **{cache_argument(model): cache},
+        )
+    layers = [layer.recorded for layer in cache.layers]
+    if any(x is None for x in layers):
+        raise RuntimeError("the model did not fill every layer's cache; shared-prefix forward unsupported for it")
+    return layers
+
+
+def _cluster_forward(model: Any, prefix_model: Any, input_ids: Any, attention_mask: Any, cluster: PrefixCluster,
+                     logits_to_keep: int, detached: bool, fused: bool, compute_entropy: bool,
+                     temperature: float) -> tuple[Any, Any]:
+    rows = torch.tensor(cluster.rows, device=input_ids.device)
+    start, length = cluster.start, cluster.length
+    width = input_ids.size(1)
+    end = start + length
+    prefix_ids = input_ids[cluster.rows[0], start:end][None, :]
+    device = input_ids.device
+    layers = prefix_kv(prefix_model, prefix_ids, torch.arange(start, end, device=device)[None, :], grad=not detached)
+    n = len(cluster.rows)
+    layers = [(k.expand(n, *k.shape[1:]), v.expand(n, *v.shape[1:])) for k, v in layers]
+    cache = _shared_cache(layers, len(layers))
+    suffix_ids = input_ids.index_select(0, rows)[:, end:]
+    suffix_mask = attention_mask.index_select(0, rows)[:, end:]
+    mask = torch.cat([suffix_mask.new_ones((n, length)), suffix_mask], dim=1)
+    positions = torch.arange(end, width, device=device)[None, :].expand(n, -1)
+    kwargs = {"input_ids": suffix_ids, "attention_mask": mask, "position_ids": positions, cache_argument(prefix_model): cache}
+    with _cache_through_checkpointing(prefix_model):
+        if fused:
+            labels = suffix_ids.masked_fill(suffix_mask == 0, -100)
+            labels[:, :-logits_to_keep] = -100
+            out = model(**kwargs, labels=labels, fused_lm_head=True)
+            logps = out.log_probs[:, -logits_to_keep:]
+            ent = out.entropy[:, -logits_to_keep:] if compute_entropy else None
+            return logps, ent
+        out = model(**kwargs, use_cache=False, logits_to_keep=logits_to_keep + 1)
+    logits = out.logits[:, :-1, :].float() / temperature
+    targets = suffix_ids[:, -logits_to_keep:]
+    logp_all = torch.log_softmax(logits, dim=-1)
+    logps = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    keep_mask = suffix_mask[:, -logits_to_keep:] != 0
+    logps = logps.masked_fill(~keep_mask, 0.0)
+    ent = None
+    if compute_entropy:
+        ent = -(logp_all.exp() * logp_all).sum(-1).masked_fill(~keep_mask, 0.0)
+    return logps, ent
+
+
+def prefix_log_probs(
+    model: Any,
+    input_ids: Any,
+    attention_mask: Any,
+    logits_to_keep: int,
+    *,
+    clusters: Sequence[PrefixCluster],
+    prefix_grad: str = "exact",
+    fused: bool = True,
+    compute_entropy: bool = False,
+    temperature: float = 1.0,
+    prefix_model: Any = None,
+    plain: Any = None,
+) -> tuple[Any, Any]:
+    """Per-token log-probs (and entropies) of the last ``logits_to_keep`` tokens of each row.
+
+    ``input_ids``/``attention_mask``: a left-padded ``(B, T)`` batch (right padding
+    after the scored tokens is fine).  ``clusters`` come from
+    :func:`plan_prefix_clusters`; rows outside them go through ``plain(rows)``, a
+    callable returning ``(logps, entropies)`` for those rows (the caller's own
+    unshared forward), and the results are put back in row order.
+
+    ``fused``: the model was given TRL's fused LM head (``model(..., labels=,
+    fused_lm_head=True)`` returns ``log_probs``/``entropy`` already divided by the
+    trainer's temperature); otherwise the log-probs come from the logits divided by
+    ``temperature``, with zeros on padding.  ``prefix_model`` runs the prefix (by
+    default ``model``; pass the unwrapped module when ``model`` is a DDP wrapper
+    that must see one forward per backward).
+    """
+    if prefix_grad not in PREFIX_GRAD_MODES:
+        raise ValueError(f"prefix_grad must be one of {PREFIX_GRAD_MODES}, got {prefix_grad!r}")
+    batch = input_ids.size(0)
+    prefix_model = model if prefix_model is None else prefix_model
+    parts: list[tuple[list[int], Any, Any]] = []
+    covered: set[int] = set()
+    for cluster in clusters:
+        logps, ent = _cluster_forward(model, prefix_model, input_ids, attention_mask, cluster, logits_to_keep,
+                                      prefix_grad == "detached", fused, compute_entropy, temperature)
+        parts.append((list(cluster.rows), logps, ent))
+        covered.update(cluster.rows)
+    rest = [r for r in range(batch) if r not in covered]
+    if rest:
+        if plain is None:
+            raise ValueError("rows outside every cluster need a plain forward (pass plain=)")
+        logps, ent = plain(rest)
+        parts.append((rest, logps, ent))
+    order = [r for rows, _, _ in parts for r in rows]
+    inverse = torch.empty(batch, dtype=torch.long, device=input_ids.device)
+    inverse[torch.tensor(order, device=input_ids.device)] = torch.arange(batch, device=input_ids.device)
+    logps = torch.cat([p[1] for p in parts], dim=0).index_select(0, inverse)
+    ent = None
+    if compute_entropy:
+        ent = torch.cat([p[2] for p in parts], dim=0).index_select(0, inverse)
+    return logps, ent
+
+
+# ----------------------------------------------------------------------------- sampling
+class PrefixKVStore:
+    """Keys and values of token sequences already run through a model, for sampling.
+
+    Each entry is a token list and its per-layer keys/values (batch 1, positions
+    from 0).  :meth:`row_prefixes` finds, for each row of a generation batch, the
+    longest stored sequence it starts with; when the rows share a longer prefix
+    than any entry covers (the first turn of a GRPO group), that prefix is run
+    once and stored.  :meth:`store_rows` keeps each row's prompt and sampled turn
+    for its next turn.  Valid for one set of weights: make a new store (or call
+    :meth:`clear`) after an optimizer step.
+    """
+
+    def __init__(self, model: Any, *, min_tokens: int = 16, max_entries: int = 64):
+        self.model = model
+        self.min_tokens = int(min_tokens)
+        self.max_entries = int(max_entries)
+        self._entries: dict[int, tuple[list[int], list[tuple[Any, Any]], bool]] = {}
+        self._counter = 0
+        self.stats = {"prefilled_tokens": 0, "reused_tokens": 0}
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _remember(self, ids: list[int], layers: list[tuple[Any, Any]], shared: bool) -> int:
+        self._counter += 1
+        self._entries[self._counter] = (list(ids), layers, shared)
+        while len(self._entries) > self.max_entries:
+            self._entries.pop(next(iter(self._entries)))
+        return self._counter
+
+    def _best(self, row: list[int], cap: int) -> tuple[int, int | None]:
+        best, best_id = 0, None
+        for entry_id, (ids, _, _) in self._entries.items():
+            n = min(common_length(ids, row), cap)
+            if n > best:
+                best, best_id = n, entry_id
+        return (best, best_id) if best >= self.min_tokens else (0, None)
+
+    def _extend(self, base: list[tuple[Any, Any]] | None, have: int, ids: list[int], device: Any) -> list[tuple[Any, Any]]:
+        """Keys/values of ``ids`` (batch 1), running only the tokens after the first ``have``."""
+        layers = None if base is None else [(k[:, :, :have], v[:, :, :have]) for k, v in base]
+        cache = _shared_cache(layers, _num_layers(self.model))
+        with torch.no_grad():
+            self.model(
+                input_ids=torch.tensor([ids[have:]], dtype=torch.long, device=device),
+                attention_mask=torch.ones((1, len(ids)), dtype=torch.long, device=device),
+                position_ids=torch.arange(have, len(ids), device=device)[None, :],
+                use_cache=True,
+                logits_to_keep=1,
+                **{cache_argument(self.model): cache},
+            )
+        self.stats["prefilled_tokens"] += len(ids) - have
+        new = [layer.recorded for layer in cache.layers]
+        if layers is None:
+            return new
+        return [(torch.cat([k0, k1], dim=-2), torch.cat([v0, v1], dim=-2)) for (k0, v0), (k1, v1) in zip(layers, new, strict=True)]
+
+    def row_prefixes(self, rows: list[list[int]], device: Any) -> list[tuple[int, list[tuple[Any, Any]] | None]]:
+        """For each row, ``(n, layers)``: its first ``n`` tokens' keys/values (``n`` < its length), or ``(0, None)``."""
+        caps = [len(r) - 1 for r in rows]
+        found = [self._best(r, c) for r, c in zip(rows, caps, strict=True)]
+        shared = min(caps)
+        for r in rows[1:]:
+            shared = min(shared, common_length(rows[0], r))
+        if len(rows) > 1 and shared >= self.min_tokens and any(n < shared for n, _ in found):
+            n0, e0 = max(found, key=lambda f: min(f[0], shared))
+            n0 = min(n0, shared)
+            base = self._entries[e0][1] if e0 is not None and n0 else None
+            layers = self._extend(base, n0 if base is not None else 0, list(rows[0][:shared]), device)
+            shared_id = self._remember(list(rows[0][:shared]), layers, True)
+            found = [(n, e) if n >= shared else (shared, shared_id) for n, e in found]
+        out: list[tuple[int, list[tuple[Any, Any]] | None]] = []
+        for n, entry_id in found:
+            if entry_id is None:
+                out.append((0, None))
+                continue
+            ids, layers, shared_flag = self._entries.pop(entry_id)  # most recently used last
+            self._entries[entry_id] = (ids, layers, shared_flag)
+            self.stats["reused_tokens"] += n
+            out.append((n, [(k[:, :, :n], v[:, :, :n]) for k, v in layers]))
+        return out
+
+    def store_rows(self, rows: list[list[int]], layers_per_row: list[list[tuple[Any, Any]]]) -> None:
+        """Keep each row's tokens and keys/values; a row's own older entries (prefixes of it) are dropped."""
+        for ids, layers in zip(rows, layers_per_row, strict=True):
+            if len(ids) < self.min_tokens:
+                continue
+            stale = [e for e, (old, _, shared) in self._entries.items()
+                     if not shared and len(old) <= len(ids) and ids[: len(old)] == old]
+            for e in stale:
+                del self._entries[e]
+            self._remember(ids, layers, False)
+
+
+# ----------------------------------------------------------------------------- the GRPO hook
+def _parent_supports_sharing(parent: Any) -> bool:
+    """TRL's per-token log-prob method with the fused LM head (``compute_aux_loss``; trl >= 1.x)."""
+    try:
+        from trl.trainer.utils import add_fused_lm_head  # noqa: F401
+    except ImportError:
+        return False
+    return "compute_aux_loss" in inspect.signature(parent).parameters
+
+
+class SharedPrefixTrainerMixin:
+    """Mixin for TRL's ``GRPOTrainer``: the per-token log-probs of the loss share each group's prefix.
+
+    Set ``shared_prefix`` (default on), ``prefix_grad`` (``"exact"`` or
+    ``"detached"``) and ``shared_prefix_min_tokens`` on the instance.  Batches the
+    sharing cannot serve (images, MoE auxiliary loss, FSDP or DeepSpeed wrappers,
+    an older TRL) and rows in no cluster go through TRL's own forward.
+    """
+
+    shared_prefix: bool = True
+    prefix_grad: str = "exact"
+    shared_prefix_min_tokens: int = 16
+
+    def _sharing_applies(self, parent: Any, compute_aux_loss: bool, extra: dict[str, Any]) -> bool:
+        if not self.shared_prefix or compute_aux_loss or any(v is not None for v in extra.values()):
+            return False
+        if getattr(self, "is_fsdp_enabled", False) or getattr(self, "is_deepspeed_enabled", False):
+            return False
+        return supported() and _parent_supports_sharing(parent)
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                                           compute_entropy=False, compute_aux_loss=False, **extra):
+        parent = super()._get_per_token_logps_and_entropies  # type: ignore[misc]
+        if not self._sharing_applies(parent, compute_aux_loss, extra):
+            return parent(model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
+                          compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra)
+        detached = self.prefix_grad == "detached" and torch.is_grad_enabled()
+        clusters = plan_prefix_clusters(input_ids, attention_mask, logits_to_keep, min_tokens=self.shared_prefix_min_tokens,
+                                        allow_single=detached)
+        if not clusters:
+            return parent(model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
+                          compute_entropy=compute_entropy, compute_aux_loss=False, **extra)
+
+        def plain(rows: list[int]) -> tuple[Any, Any]:
+            idx = torch.tensor(rows, device=input_ids.device)
+            logps, ent, _ = parent(model, input_ids.index_select(0, idx), attention_mask.index_select(0, idx), logits_to_keep,
+                                   batch_size=batch_size, compute_entropy=compute_entropy)
+            return logps, ent
+
+        accelerator = self.accelerator  # type: ignore[attr-defined]
+        with accelerator.autocast():
+            logps, ent = prefix_log_probs(
+                model, input_ids, attention_mask, logits_to_keep, clusters=clusters,
+                prefix_grad="detached" if detached else "exact", fused=True, compute_entropy=compute_entropy,
+                prefix_model=accelerator.unwrap_model(model), plain=plain,
+            )
+        metrics = getattr(self, "_metrics", None)
+        if metrics is not None and torch.is_grad_enabled():
+            saved = sum((len(c.rows) - 1) * c.length for c in clusters)
+            total = int(attention_mask.sum())
+            metrics["train" if model.training else "eval"]["trace/prefix_shared_fraction"].append(saved / total if total else 0.0)
+        return logps, ent, None
