@@ -132,12 +132,15 @@ def _prepare(args: argparse.Namespace) -> Any:
     return cfg
 
 
-def _unknown_envs(ids: list[str]) -> str | None:
+def _problem(missing: list[str], env_ids: list[str]) -> str | None:
+    """The one line that says why a run cannot start (missing flags, unknown env ids), or None."""
+    if missing:
+        return f"missing {', '.join(missing)} (on the command line or in --config)"
     import gymnasium as gym
 
     import trace_gym  # noqa: F401
 
-    for env_id in ids:
+    for env_id in env_ids:
         try:
             gym.spec(env_id)
         except Exception as exc:  # gymnasium's own error names close matches
@@ -157,10 +160,7 @@ def run_sft(args: argparse.Namespace) -> int:
     missing = [flag for flag, value in (("--model", cfg.model), ("--out", cfg.out)) if not value]
     if not (cfg.sft_envs or cfg.env_id):
         missing.append("--sft-envs (or --env)")
-    if missing:
-        print(f"error: missing {', '.join(missing)} (on the command line or in --config)", file=sys.stderr)
-        return 2
-    problem = _unknown_envs(list(cfg.sft_envs) or [cfg.env_id])
+    problem = _problem(missing, list(cfg.sft_envs) or [cfg.env_id])
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
@@ -196,11 +196,8 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(cfg, int):
         return cfg
     missing = [flag for flag, value in (("--env", cfg.env_id), ("--model", cfg.model), ("--out", cfg.out)) if not value]
-    if missing:
-        print(f"error: missing {', '.join(missing)} (on the command line or in --config)", file=sys.stderr)
-        return 2
     warm = getattr(args, "warm_start", False)
-    problem = _unknown_envs([cfg.env_id, *(cfg.sft_envs if warm else [])])
+    problem = _problem(missing, [cfg.env_id, *(cfg.sft_envs if warm else [])])
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
