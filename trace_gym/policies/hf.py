@@ -68,6 +68,15 @@ SMALL_MODEL_SAMPLING = {"temperature": 0.7, "top_p": 0.9}
 
 
 # ----------------------------------------------------------------------------- the policy
+
+def common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """Number of leading tokens ``a`` and ``b`` share (prefix caches here and in training use it)."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
 class HFPolicy:
     """Generate actions with a ``transformers`` causal LM.
 
@@ -269,21 +278,13 @@ class HFPolicy:
         """Forget every cached prefix (needed after the model's weights change)."""
         self._prefix_entries.clear()
 
-    @staticmethod
-    def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
-        n = min(len(a), len(b))
-        i = 0
-        while i < n and a[i] == b[i]:
-            i += 1
-        return i
-
     def _best_entry(self, row: list[int], cap: int) -> tuple[int, Any]:
         """The cached prefix sharing the most leading tokens with ``row`` (at most ``cap``)."""
         best, best_id = 0, None
         for entry_id, (key, ids, _) in self._prefix_entries.items():
             if key != self.prefix_cache_key:
                 continue
-            n = min(self._common_length(ids, row), cap)
+            n = min(common_length(ids, row), cap)
             if n > best:
                 best, best_id = n, entry_id
         if best < self.min_prefix_tokens:
@@ -335,7 +336,7 @@ class HFPolicy:
         found = [self._best_entry(r, c) for r, c in zip(rows, caps, strict=True)]
         shared = caps[0]
         for r in rows[1:]:
-            shared = min(shared, self._common_length(rows[0], r))
+            shared = min(shared, common_length(rows[0], r))
         shared = min(shared, min(caps))
         out: list[tuple[int, list[tuple[Any, Any]] | None]] = []
         if shared >= self.min_prefix_tokens and any(n < shared for n, _ in found):

@@ -39,6 +39,8 @@ from typing import Any
 
 import torch
 
+from ..policies.hf import common_length
+
 __all__ = [
     "PREFIX_GRAD_MODES", "PrefixCluster", "PrefixKVStore", "plan_prefix_clusters", "prefix_log_probs",
     "prefix_kv", "supported", "cache_argument", "common_length",
@@ -54,15 +56,6 @@ def supported() -> bool:
     except ImportError:
         return False
     return hasattr(DynamicLayer, "get_mask_sizes")
-
-
-def common_length(a: Sequence[int], b: Sequence[int]) -> int:
-    """Number of leading tokens ``a`` and ``b`` share."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 def _base_model(model: Any) -> Any:
