@@ -37,3 +37,24 @@ def toolsandbox_data():
         return toolsandbox_data_dir()
     except DataDirError as exc:
         pytest.skip(f"ToolSandbox data not available: {exc}")
+
+
+def _data_missing() -> bool:
+    """True when some benchmark's data is absent on this machine."""
+    for find in (tau2_data_dir, toolsandbox_data_dir):
+        try:
+            find()
+        except DataDirError:
+            return True
+    return False
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that stops on ``DataDirError`` while that data really is absent is skipped, not failed
+    (its reason names ``trace-gym data fetch``); with the data present the same error still fails."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is not None and report.failed and call.excinfo.errisinstance(DataDirError) and _data_missing():
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: benchmark data not available: {call.excinfo.value}")

@@ -36,7 +36,7 @@ def private_dir():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def test_demo_toolsandbox_tiny_end_to_end_and_resume(private_dir, capsys):
+def test_demo_toolsandbox_tiny_end_to_end_and_resume(toolsandbox_data, private_dir, capsys):
     from trace_gym.cli import main
     from trace_gym.core.tasks import task_source_for
     from trace_gym.demo import DemoConfig

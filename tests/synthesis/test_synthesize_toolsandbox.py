@@ -25,7 +25,7 @@ def test_domains_come_from_the_registry():
         synthesize(_doc([]), "no-such-domain", "unused")
 
 
-def test_toolsandbox_behaviours_use_their_starters(tmp_path):
+def test_toolsandbox_behaviours_use_their_starters(toolsandbox_data, tmp_path):
     names = [c.name for c in TOOLSANDBOX_CAPABILITIES]
     out = synthesize(_doc([*names, "refund-policy-compliance"]), "toolsandbox", tmp_path)
     by = {o.capability: o for o in out}
@@ -37,7 +37,7 @@ def test_toolsandbox_behaviours_use_their_starters(tmp_path):
     assert by["refund-policy-compliance"].status == "skipped" and "retail" in by["refund-policy-compliance"].reasons[0]
 
 
-def test_a_synthesized_toolsandbox_spec_is_a_working_env(tmp_path):
+def test_a_synthesized_toolsandbox_spec_is_a_working_env(toolsandbox_data, tmp_path):
     from trace_gym.synthesis.register import register_spec_files
 
     out = synthesize(_doc(["state-dependency"]), "toolsandbox", tmp_path)
@@ -47,7 +47,7 @@ def test_a_synthesized_toolsandbox_spec_is_a_working_env(tmp_path):
     assert isinstance(obs, str) and info["tools"]
 
 
-def test_cli_accepts_toolsandbox(tmp_path):
+def test_cli_accepts_toolsandbox(toolsandbox_data, tmp_path):
     import json
 
     from trace_gym.cli import main

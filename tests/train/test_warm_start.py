@@ -132,7 +132,7 @@ def test_a_short_sft_run_lowers_the_loss_on_its_demonstrations(tmp_path, demos):
         load_lora(tiny_test_model(seed=3)[0], str(res.out), cfg.with_overrides(lora_r=8))
 
 
-def test_train_warm_start_runs_sft_then_grpo_into_one_adapter(tmp_path, capsys):
+def test_train_warm_start_runs_sft_then_grpo_into_one_adapter(toolsandbox_data, tmp_path, capsys):
     from trace_gym.cli import main
 
     out = tmp_path / "adapters" / "ws"
@@ -166,7 +166,7 @@ def test_train_warm_start_runs_sft_then_grpo_into_one_adapter(tmp_path, capsys):
     assert "sft_learning_rate" in capsys.readouterr().err
 
 
-def test_warm_start_errors_are_clear(tmp_path, capsys):
+def test_warm_start_errors_are_clear(toolsandbox_data, tmp_path, capsys):
     from trace_gym.cli import main
     from trace_gym.train.sft import train_with_warm_start
 
