@@ -58,3 +58,31 @@ def pytest_runtest_makereport(item, call):
     if call.excinfo is not None and report.failed and call.excinfo.errisinstance(DataDirError) and _data_missing():
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: benchmark data not available: {call.excinfo.value}")
+
+
+@pytest.fixture(scope="session")
+def one_torch_thread():
+    """One intra-op thread: on a small shared CPU, OpenMP threads spinning against each other make
+    the tiny model's matmuls ~30x slower (no-op without torch)."""
+    try:
+        import torch
+    except ImportError:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def private_dir():
+    """A folder outside pytest's shared base temp dir: concurrent pytest sessions on the same
+    machine prune each other's old base temp dirs, which would delete artifacts mid-test."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    d = Path(tempfile.mkdtemp(prefix="trace-gym-test-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)

@@ -11,31 +11,9 @@ pytest.importorskip("torch")
 pytest.importorskip("trl")
 pytest.importorskip("peft")
 
-pytestmark = [pytest.mark.model, pytest.mark.slow]
+pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """One intra-op thread: on a small shared CPU, threads spinning against each other slow the tiny model badly."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture
-def private_dir():
-    """A folder outside pytest's shared base temp dir: concurrent pytest sessions on the same
-    machine prune each other's old base temp dirs, which would delete artifacts mid-test."""
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    d = Path(tempfile.mkdtemp(prefix="trace-gym-demo-test-"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def test_demo_tiny_end_to_end_and_resume(private_dir):

@@ -12,28 +12,9 @@ pytest.importorskip("torch")
 pytest.importorskip("trl")
 pytest.importorskip("peft")
 
-pytestmark = [pytest.mark.model, pytest.mark.slow]
+pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture
-def private_dir():
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    d = Path(tempfile.mkdtemp(prefix="trace-gym-demo-ts-test-"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def test_demo_toolsandbox_tiny_end_to_end_and_resume(toolsandbox_data, private_dir, capsys):

@@ -14,7 +14,7 @@ pytest.importorskip("torch")
 pytest.importorskip("trl")
 pytest.importorskip("gepa")
 
-pytestmark = [pytest.mark.model, pytest.mark.slow]
+pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,15 +25,6 @@ def _preset(name: str) -> dict:
     spec.loader.exec_module(mod)
     return dict(mod.PRESETS[name])
 
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_tiny_compare_on_toolsandbox(tmp_path):

@@ -8,18 +8,9 @@ import tests.train.envs  # noqa: F401  (registers trace-test/train-*)
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _one_torch_thread():
-    """One intra-op thread: on a small shared CPU, OpenMP threads spinning against each other make
-    the tiny model's matmuls ~30x slower."""
-    try:
-        import torch
-    except ImportError:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _one_thread_for_training_tests(one_torch_thread):
+    """Every training test runs with one torch thread (see ``one_torch_thread`` in tests/conftest.py)."""
     yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

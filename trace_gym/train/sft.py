@@ -84,10 +84,9 @@ def demo_loss(model: Any, rows: Sequence[dict[str, Any]]) -> float:
 
 
 def _sft_args(cfg: TrainConfig, out: Path, device: str, dtype: Any) -> Any:
-    import torch
     from trl import SFTConfig
 
-    from ..compat import checkpointing_args
+    from .models import run_arguments
 
     kwargs: dict[str, Any] = dict(
         output_dir=str(out / "checkpoints"),
@@ -106,18 +105,8 @@ def _sft_args(cfg: TrainConfig, out: Path, device: str, dtype: Any) -> Any:
         completion_only_loss=False,
         logging_steps=1,
         save_strategy="no",
-        seed=cfg.seed,
-        data_seed=cfg.seed,
-        report_to="none",
-        disable_tqdm=True,
-        use_cpu=device == "cpu",
-        bf16=dtype == torch.bfloat16,
-        fp16=dtype == torch.float16,
-        dataloader_num_workers=0,
-        run_name=cfg.run_name,
+        **run_arguments(cfg, SFTConfig, device, dtype),
     )
-    checkpointing = cfg.gradient_checkpointing if cfg.gradient_checkpointing is not None else device == "cpu"
-    kwargs.update(checkpointing_args(SFTConfig, checkpointing))
     return SFTConfig(**kwargs)
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..compat import checkpointing_args, renamed_checkpointing_warnings_hidden
+from ..compat import renamed_checkpointing_warnings_hidden
 from ..progress import reporting, track
 from .config import TrainConfig
 from .outputs import MANIFEST_NAME, MetricsLog, atomic_write_text, plot_learning_curve, update_manifest
@@ -103,6 +103,8 @@ def _grpo_args(cfg: TrainConfig, out: Path, device: str, dtype: Any) -> Any:
     import torch
     from trl import GRPOConfig
 
+    from .models import run_arguments
+
     use_vllm = False
     if cfg.backend in ("auto", "vllm"):
         import importlib.util
@@ -138,23 +140,13 @@ def _grpo_args(cfg: TrainConfig, out: Path, device: str, dtype: Any) -> Any:
         save_strategy="steps" if cfg.save_steps else "no",
         save_steps=cfg.save_steps or 500,
         save_total_limit=cfg.save_total_limit,
-        seed=cfg.seed,
-        data_seed=cfg.seed,
-        report_to="none",
-        disable_tqdm=True,
-        use_cpu=device == "cpu",
-        bf16=dtype == torch.bfloat16,
-        fp16=dtype == torch.float16,
         use_vllm=use_vllm,
         log_completions=False,
         remove_unused_columns=False,
-        dataloader_num_workers=0,
-        run_name=cfg.run_name,
+        **run_arguments(cfg, GRPOConfig, device, dtype),
     )
     if use_vllm:
         kwargs["vllm_mode"] = "colocate"
-    checkpointing = cfg.gradient_checkpointing if cfg.gradient_checkpointing is not None else device == "cpu"
-    kwargs.update(checkpointing_args(GRPOConfig, checkpointing))  # the name this transformers knows, no reentrant pass
     return GRPOConfig(**kwargs)
 
 
