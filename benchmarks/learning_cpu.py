@@ -1,25 +1,31 @@
-"""Does a short GRPO+LoRA run on CPU move SmolLM2-135M's reward on held-out seeds?
+"""Does GRPO+LoRA on CPU make SmolLM2-135M better at a capability, on held-out seeds?
 
-    python benchmarks/learning_cpu.py [--env ENV_ID] [--steps 8] [--eval-seeds 16] [--samples 2]
+    python benchmarks/learning_cpu.py [--env trace/cap-ts-location-dependency-v0] [--minutes 40] \\
+        [--warm-start-envs auto] [--eval-seeds 32] [--samples 2] [--json OUT.json]
 
-1. Evaluate the base model: mean env reward over held-out seeds (never trained
-   on), ``--samples`` sampled episodes per seed at the training temperature.
-2. Train a LoRA adapter with ``trace_gym.train.train`` for ``--steps`` steps on the
-   training seeds.
-3. Evaluate base + adapter on the same held-out seeds with the same sampling seeds.
+1. **Base**: evaluate SmolLM2 on held-out seeds (never trained on; ``--eval-seed-start`` on),
+   ``--samples`` sampled episodes per seed, hint off, at the sampling settings training uses.
+2. **Warm start** (format only): LoRA SFT on reference episodes of *other* envs
+   (``--warm-start-envs``; ``auto`` = every other env of the same domain), so the model learns
+   the call format and how an episode ends without seeing the target capability's solutions.
+   Evaluated on the same seeds.
+3. **GRPO**: continue that adapter with GRPO on the target env's training seeds for as many
+   steps as fit in ``--minutes`` (or ``--steps``, whichever comes first), then evaluate.
 
-Prints both means with 95% bootstrap confidence intervals (resampling seeds) and
-the paired difference with its interval.  Without ``--env`` the task is a built-in
-one-turn env, "say the word X" (half the reward for saying the word, half for
-saying little else), on which the base model is mediocre, so there is room to move.
-Any registered text env works with ``--env`` (capability envs included).  The
-numbers are what they are: a few CPU steps are a smoke test of learning, not a
-result about the method.
+Every evaluation uses the same sampling seeds.  Printed: a table of mean reward and
+perfect-episode share per model, each with a 95% bootstrap CI over seeds, and paired
+differences (GRPO - warm start, which is what GRPO learnt; GRPO - base) with their paired
+bootstrap 95% CIs; the refusal floor (what replying "I can't do that" to every seed scores)
+is measured and printed beside them.  ``--env say-word`` runs the built-in one-turn toy
+("say the word X") instead, without a warm start.
+
+The figures are what they are: if the paired CI includes 0, nothing detectable was learnt.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -39,6 +45,7 @@ from trace_gym.core import ToolEnv, ToolSet  # noqa: E402
 from trace_gym.core.env import Episode  # noqa: E402
 
 WORDS = ["apple", "river", "stone", "cloud", "ember", "maple", "orbit", "tulip", "amber", "cedar", "delta", "frost"]
+REFUSAL = "Sorry, I can't do that."
 
 
 class SayWordEnv(ToolEnv):
@@ -64,75 +71,145 @@ class SayWordEnv(ToolEnv):
         return round(0.5 * said + 0.5 * said * brevity, 4), {"said": said, "words": words}
 
 
-DEFAULT_ENV = "trace-bench/say-word-short-v0"
-if DEFAULT_ENV not in gym.registry:
-    gym.register(id=DEFAULT_ENV, entry_point=SayWordEnv)
+TOY_ENV = "trace-bench/say-word-short-v0"
+if TOY_ENV not in gym.registry:
+    gym.register(id=TOY_ENV, entry_point=SayWordEnv)
 
 
-def bootstrap_ci(values: np.ndarray, n: int = 5000, seed: int = 0) -> tuple[float, float]:
+# ----------------------------------------------------------------------------- statistics
+def bootstrap_ci(values: np.ndarray, n: int = 10_000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile bootstrap CI of the mean, resampling entries (seeds) with replacement."""
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(values), size=(n, len(values)))
     means = values[idx].mean(axis=1)
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def evaluate(model: Any, tok: Any, env_id: str, seeds: list[int], samples: int, a: argparse.Namespace) -> np.ndarray:
-    """Mean reward per held-out seed (``samples`` sampled episodes each, fixed sampling seed)."""
-    import torch
+def summarize(rewards: np.ndarray, threshold: float) -> dict[str, Any]:
+    """Per-seed means (rows: seeds, columns: samples) -> mean, perfect share and their CIs."""
+    per_seed = rewards.mean(axis=1)
+    perfect = (rewards >= threshold).mean(axis=1)
+    return {"mean": float(per_seed.mean()), "ci": bootstrap_ci(per_seed),
+            "perfect": float(perfect.mean()), "perfect_ci": bootstrap_ci(perfect), "per_seed": per_seed.tolist()}
 
-    from trace_gym.train.chat import ChatRenderer
-    from trace_gym.train.episodes import EpisodeRequest, run_token_episodes
-    from trace_gym.train.trainer import make_env_factory
 
-    renderer = ChatRenderer(tok)
-    eos = tok.eos_token_id
-    model.eval()
+def paired(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
+    """Mean of ``a - b`` per seed with its paired bootstrap CI."""
+    d = a.mean(axis=1) - b.mean(axis=1)
+    lo, hi = bootstrap_ci(d)
+    return {"diff": float(d.mean()), "ci": (lo, hi), "excludes_zero": bool(lo > 0 or hi < 0)}
 
-    def generate(prompts: list[list[int]], max_new: int) -> list[list[int]]:
-        width = max(map(len, prompts))
-        ids = torch.full((len(prompts), width), tok.pad_token_id or eos, dtype=torch.long)
-        att = torch.zeros_like(ids)
-        for i, p in enumerate(prompts):
-            ids[i, width - len(p):] = torch.tensor(p)
-            att[i, width - len(p):] = 1
-        with torch.no_grad():
-            out = model.generate(input_ids=ids, attention_mask=att, max_new_tokens=max_new, do_sample=True,
-                                 temperature=a.temperature, top_k=0, top_p=1.0, pad_token_id=tok.pad_token_id or eos)
-        rows = []
-        for row in out[:, width:].tolist():
-            rows.append(row[: row.index(eos) + 1] if eos in row else row)
-        return rows
 
-    torch.manual_seed(12345)
-    requests = [EpisodeRequest(s) for s in seeds for _ in range(samples)]
-    eps = []
-    for i in range(0, len(requests), a.eval_batch):
-        eps += run_token_episodes(make_env_factory(env_id), requests[i : i + a.eval_batch], renderer, generate,
-                                  stop_texts=[tok.eos_token], max_new_tokens_per_turn=a.max_tokens,
-                                  max_completion_length=a.max_completion)
-    rewards = np.array([e.reward for e in eps]).reshape(len(seeds), samples)
-    return rewards.mean(axis=1)
+# ----------------------------------------------------------------------------- evaluation
+def evaluate(model: Any, tok: Any, env_id: str, seeds: list[int], a: argparse.Namespace, label: str) -> np.ndarray:
+    """Rewards, shape (seeds, samples): hint off, sampled at the training settings, one fixed sampling seed per episode.
+
+    Played through :class:`~trace_gym.policies.hf.HFPolicy` (the project's inference path: the
+    same prompt rendering as training, and its prefix KV cache across turns).
+    """
+    from trace_gym.policies.hf import HFPolicy
+    from trace_gym.rollout import rollout_batch
+
+    policy = HFPolicy(model, tok, policy_id=label, max_new_tokens=a.max_tokens, temperature=a.temperature,
+                      top_p=a.top_p, batch_size=a.eval_batch, seed=12345)
+    options = None if env_id == TOY_ENV else {"hint": False}
+    jobs = [(s, k) for s in seeds for k in range(a.samples)]
+    rewards: list[float] = []
+    for i in range(0, len(jobs), a.eval_batch):
+        chunk = jobs[i: i + a.eval_batch]
+        envs = [gym.make(env_id, disable_env_checker=True) for _ in chunk]
+        trajs = rollout_batch(envs, policy, [s for s, _ in chunk], options,
+                              policy_seeds=[s * 1000 + k for s, k in chunk])
+        rewards += [t.reward for t in trajs]
+        for e in envs:
+            e.close()
+        print(f"  [{label}] {len(rewards)}/{len(jobs)} episodes, mean reward so far {np.mean(rewards):.3f}",
+              file=sys.stderr, flush=True)
+    return np.array(rewards).reshape(len(seeds), a.samples)
+
+
+def refusal_floor(env_id: str, seeds: list[int]) -> float:
+    """Mean reward of replying with a refusal on every seed (hint off)."""
+    env = gym.make(env_id, disable_env_checker=True)
+    total = 0.0
+    for s in seeds:
+        env.reset(seed=s, options=None if env_id == TOY_ENV else {"hint": False})
+        done, r = False, 0.0
+        while not done:
+            _, r, term, trunc, _ = env.step(REFUSAL)
+            done = term or trunc
+        total += float(r)
+    env.close()
+    return total / max(1, len(seeds))
+
+
+def other_envs(env_id: str) -> list[str]:
+    """Registered capability envs of ``env_id``'s domain, other than ``env_id`` (format-only warm start)."""
+    from trace_gym.cli.envs import env_records
+
+    rows = env_records()
+    mine = next((r for r in rows if r["id"] == env_id), None)
+    if mine is None:
+        raise SystemExit(f"{env_id} is not a registered trace-gym env")
+    return sorted(r["id"] for r in rows if r["family"] == "capability" and r["domain"] == mine["domain"] and r["id"] != env_id)
+
+
+class _TimeBudget:
+    """A trainer callback that stops training after the step that crosses ``seconds``."""
+
+    def __new__(cls, seconds: float):
+        from transformers import TrainerCallback
+
+        class Budget(TrainerCallback):
+            def __init__(self) -> None:
+                self.start = time.perf_counter()
+
+            def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+                if time.perf_counter() - self.start >= seconds:
+                    control.should_training_stop = True
+                return control
+
+        return Budget()
+
+
+def fmt_ci(x: dict[str, Any], key: str = "mean", ci: str = "ci") -> str:
+    lo, hi = x[ci]
+    return f"{x[key]:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--env", default=DEFAULT_ENV)
+    p.add_argument("--env", default="trace/cap-ts-location-dependency-v0", help="env id, or say-word for the toy")
     p.add_argument("--model", default="smollm2")
-    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--minutes", type=float, default=40.0, help="GRPO wall-clock budget")
+    p.add_argument("--steps", type=int, default=1000, help="GRPO step cap")
     p.add_argument("--generations", type=int, default=8)
     p.add_argument("--seeds-per-step", type=int, default=1)
     p.add_argument("--lr", type=float, default=5e-5)
     p.add_argument("--lora-r", type=int, default=16)
-    p.add_argument("--max-tokens", type=int, default=32, help="tokens per agent turn")
-    p.add_argument("--max-completion", type=int, default=256)
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--eval-seeds", type=int, default=16)
+    p.add_argument("--hint-fraction", type=float, default=None, help="share of training rollouts with the hint (default: the env's)")
+    p.add_argument("--warm-start-envs", default="auto",
+                   help="comma list; auto: the other capability envs of the domain (format only); self: the env's own "
+                        "reference episodes (capability-specific); none")
+    p.add_argument("--max-resamples", type=int, default=0, help="extra draws of a constant-reward group (TrainConfig.max_resamples)")
+    p.add_argument("--sft-steps", type=int, default=24)
+    p.add_argument("--sft-seeds-per-env", type=int, default=16)
+    p.add_argument("--sft-lr", type=float, default=2e-4)
+    p.add_argument("--max-tokens", type=int, default=96, help="tokens per agent turn")
+    p.add_argument("--max-completion", type=int, default=768)
+    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--top-p", type=float, default=0.9)
+    p.add_argument("--eval-seeds", type=int, default=32)
     p.add_argument("--eval-seed-start", type=int, default=100_000, help="held-out seeds start here (training uses 0..)")
     p.add_argument("--samples", type=int, default=2)
     p.add_argument("--eval-batch", type=int, default=16)
+    p.add_argument("--perfect", type=float, default=0.999, help="reward at or above which an episode counts as perfect")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
-    p.add_argument("--out", default=None, help="keep the adapter here (default: a temporary folder)")
+    p.add_argument("--out", default=None, help="keep the adapters here (default: a temporary folder)")
+    p.add_argument("--json", default=None, help="also write the results here")
     a = p.parse_args()
+    if a.env == "say-word":
+        a.env = TOY_ENV
 
     import torch
 
@@ -142,40 +219,107 @@ def main() -> int:
 
     from trace_gym.train import TrainConfig, train
     from trace_gym.train.models import load_model_and_tokenizer
+    from trace_gym.train.sft import warm_start
     from trace_gym.train.trainer import make_env_factory
 
     held_out = list(range(a.eval_seed_start, a.eval_seed_start + a.eval_seeds))
-    t0 = time.perf_counter()
-    base, tok = load_model_and_tokenizer(a.model)
-    before = evaluate(base, tok, a.env, held_out, a.samples, a)
-    t_eval = time.perf_counter() - t0
-
+    if a.env == TOY_ENV or a.warm_start_envs == "none":
+        sft_envs: list[str] = []
+    elif a.warm_start_envs == "auto":
+        sft_envs = other_envs(a.env)
+    elif a.warm_start_envs == "self":
+        sft_envs = [a.env]
+    else:
+        sft_envs = [e for e in a.warm_start_envs.split(",") if e]
     tmp = tempfile.TemporaryDirectory()
-    out = a.out or os.path.join(tmp.name, "adapters", "learning_cpu")
-    cfg = TrainConfig(env_id=a.env, model=a.model, out=out, max_steps=a.steps, num_generations=a.generations,
-                      seeds_per_step=a.seeds_per_step, learning_rate=a.lr, lora_r=a.lora_r, lora_alpha=2 * a.lora_r,
-                      max_new_tokens_per_turn=a.max_tokens, max_completion_length=a.max_completion, temperature=a.temperature,
-                      num_train_seeds=max(64, a.steps * a.seeds_per_step), progress=False, manifest=a.out is not None)
-    t1 = time.perf_counter()
-    result = train(cfg, model=base, tokenizer=tok, env_factory=make_env_factory(a.env))
-    t_train = time.perf_counter() - t1
+    root = Path(a.out or tmp.name)
+    ws_dir, out = root / "warm_start", root / "grpo"
+    timing: dict[str, float] = {}
+    results: dict[str, Any] = {"env": a.env, "model": a.model, "held_out_seeds": len(held_out), "samples": a.samples,
+                               "temperature": a.temperature, "top_p": a.top_p, "warm_start_envs": sft_envs}
 
-    fresh, tok2 = load_model_and_tokenizer(a.model)
-    tuned = PeftModel.from_pretrained(fresh, out)
-    after = evaluate(tuned, tok2, a.env, held_out, a.samples, a)
-    diff = after - before
-    lo_b, hi_b = bootstrap_ci(before)
-    lo_a, hi_a = bootstrap_ci(after)
-    lo_d, hi_d = bootstrap_ci(diff)
-    print(f"env={a.env} model={a.model} steps={result.steps} G={a.generations} lr={a.lr} lora_r={a.lora_r}")
-    print(f"env rollouts consumed in training: {result.rollouts}  (stats: {result.rollout_stats})")
-    print(f"training reward per step: {', '.join(f'{r:.3f}' for _, r in result.reward_curve)}")
-    print(f"held-out seeds: {len(held_out)} x {a.samples} samples at temperature {a.temperature}")
-    print(f"mean reward before: {before.mean():.3f}  95% CI [{lo_b:.3f}, {hi_b:.3f}]")
-    print(f"mean reward after : {after.mean():.3f}  95% CI [{lo_a:.3f}, {hi_a:.3f}]")
-    print(f"paired difference : {diff.mean():+.3f}  95% CI [{lo_d:+.3f}, {hi_d:+.3f}]"
-          + ("  (CI excludes 0)" if lo_d > 0 or hi_d < 0 else "  (CI includes 0: no detectable change)"))
-    print(f"time: eval {t_eval:.0f}s, train {t_train:.0f}s ({t_train / max(1, result.steps):.1f}s/step)")
+    t = time.perf_counter()
+    floor = refusal_floor(a.env, held_out)
+    base, tok = load_model_and_tokenizer(a.model)
+    print(f"[base] evaluating on {len(held_out)} held-out seeds x {a.samples}", file=sys.stderr, flush=True)
+    rewards = {"base": evaluate(base, tok, a.env, held_out, a, "base")}
+    timing["eval_base"] = time.perf_counter() - t
+
+    cfg = TrainConfig(env_id=a.env, model=a.model, out=str(out), max_steps=a.steps, num_generations=a.generations,
+                      seeds_per_step=a.seeds_per_step, learning_rate=a.lr, lora_r=a.lora_r, lora_alpha=2 * a.lora_r,
+                      max_new_tokens_per_turn=a.max_tokens, max_completion_length=a.max_completion,
+                      temperature=a.temperature, top_p=a.top_p, hint_fraction=a.hint_fraction,
+                      num_train_seeds=max(256, a.steps * a.seeds_per_step), progress=False, manifest=False, plot=False,
+                      sft_envs=sft_envs, sft_seeds_per_env=a.sft_seeds_per_env, sft_max_steps=a.sft_steps,
+                      sft_learning_rate=a.sft_lr, max_resamples=a.max_resamples)
+    init = None
+    if sft_envs:
+        t = time.perf_counter()
+        print(f"[warm start] SFT {a.sft_steps} steps on reference episodes of {', '.join(sft_envs)}", file=sys.stderr, flush=True)
+        ws = warm_start(cfg, out=ws_dir, model=base, tokenizer=tok, manifest=False)
+        results["warm_start"] = {"steps": ws.steps, "demos": ws.demos,
+                                 **{k: v for k, v in ws.record.items() if k.startswith("loss")}}
+        timing["warm_start"] = time.perf_counter() - t
+        t = time.perf_counter()
+        fresh, tok_w = load_model_and_tokenizer(a.model)
+        warm = PeftModel.from_pretrained(fresh, str(ws_dir))
+        print("[warm start] evaluating", file=sys.stderr, flush=True)
+        rewards["warm"] = evaluate(warm, tok_w, a.env, held_out, a, "warm")
+        timing["eval_warm"] = time.perf_counter() - t
+        init = str(ws_dir)
+        del warm, fresh
+
+    t = time.perf_counter()
+    print(f"[grpo] training for up to {a.minutes:g} min / {a.steps} steps", file=sys.stderr, flush=True)
+    model, _ = load_model_and_tokenizer(a.model)
+    result = train(cfg.with_overrides(init_adapter=init), model=model, tokenizer=tok, env_factory=make_env_factory(a.env),
+                   callbacks=[_TimeBudget(a.minutes * 60)])
+    timing["grpo"] = time.perf_counter() - t
+    t = time.perf_counter()
+    fresh, tok_g = load_model_and_tokenizer(a.model)
+    tuned = PeftModel.from_pretrained(fresh, str(out))
+    print("[grpo] evaluating", file=sys.stderr, flush=True)
+    rewards["grpo"] = evaluate(tuned, tok_g, a.env, held_out, a, "grpo")
+    timing["eval_grpo"] = time.perf_counter() - t
+
+    names = {"base": f"base {a.model}", "warm": "+ warm start" + (" (own demos)" if sft_envs == [a.env] else " (format only)"), "grpo": "+ warm start + GRPO" if sft_envs else "+ GRPO"}
+    summary = {k: summarize(v, a.perfect) for k, v in rewards.items()}
+    start = "warm" if "warm" in rewards else "base"
+    diffs = {f"grpo - {start}": paired(rewards["grpo"], rewards[start])}
+    if start == "warm":
+        diffs["grpo - base"] = paired(rewards["grpo"], rewards["base"])
+        diffs["warm - base"] = paired(rewards["warm"], rewards["base"])
+    curve = [r for _, r in result.reward_curve]
+    results.update({"summary": summary, "paired": diffs, "refusal_floor": floor, "grpo_steps": result.steps,
+                    "rollouts": result.rollouts, "rollout_stats": result.rollout_stats, "reward_curve": curve,
+                    "timing_s": {k: round(v, 1) for k, v in timing.items()},
+                    "config": {"G": a.generations, "seeds_per_step": a.seeds_per_step, "lr": a.lr, "lora_r": a.lora_r,
+                               "hint_fraction": a.hint_fraction, "max_resamples": a.max_resamples, "sft_lr": a.sft_lr,
+                               "sft_steps": a.sft_steps, "max_tokens": a.max_tokens, "max_completion": a.max_completion}})
+
+    print(f"\nenv {a.env}, model {a.model}; {len(held_out)} held-out seeds x {a.samples} samples, hint off, "
+          f"temperature {a.temperature}, top-p {a.top_p}")
+    if sft_envs:
+        src = "the env's own train seeds" if sft_envs == [a.env] else f"{len(sft_envs)} other envs"
+        print(f"warm start: {results['warm_start']['steps']} SFT steps (lr {a.sft_lr}), "
+              f"{results['warm_start']['demos']} demonstrations from {src}")
+    q = max(1, len(curve) // 4)
+    quarters = [float(np.mean(curve[i: i + q])) for i in range(0, len(curve), q)][:4] if curve else []
+    print(f"GRPO: {result.steps} steps (G={a.generations}, lr {a.lr}, hint fraction {a.hint_fraction}), {result.rollouts} rollouts, "
+          f"{timing['grpo'] / 60:.1f} min; training reward by quarter: {', '.join(f'{x:.3f}' for x in quarters)}")
+    print(f"refusal floor (reply '{REFUSAL}' to every seed): {floor:.3f}\n")
+    print("| model | mean reward [95% CI] | perfect episodes [95% CI] |")
+    print("|---|---|---|")
+    for k, s in summary.items():
+        print(f"| {names[k]} | {fmt_ci(s)} | {fmt_ci(s, 'perfect', 'perfect_ci')} |")
+    print("\n| paired difference (per seed) | mean [95% CI] | CI excludes 0 |")
+    print("|---|---|---|")
+    for k, d in diffs.items():
+        lo, hi = d["ci"]
+        print(f"| {k} | {d['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}] | {'yes' if d['excludes_zero'] else 'no'} |")
+    print(f"\ntime: {', '.join(f'{k} {v / 60:.1f} min' for k, v in timing.items())}")
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=1))
     tmp.cleanup()
     return 0
 

@@ -69,6 +69,8 @@ def tau2_manifest(root: Path) -> dict:
         if parts[0] == "user_simulator" and parts[1] in TAU2_GUIDELINES:
             required = True
         files[rel] = {**entry, "required": required, "source": source}
+        if parts[0] == "domains" and parts[-1] in TAU2_ENGINE_EXTRA:  # derived at fetch time from the tag's code
+            files[rel]["derive"] = {"tag": TAU2_TAG, "domain": parts[1]}
     return {
         "benchmark": "tau2",
         "name": "τ²-bench",

@@ -8,6 +8,7 @@ internet: the HTTP server listens on 127.0.0.1 only.
 from __future__ import annotations
 
 import functools
+import hashlib
 import http.server
 import json
 import shutil
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.datafetch_fake_tau2 import FILES, UPSTREAM_ENV, reader, upstream_source, write_tree
+from trace_gym import datafetch
 from trace_gym.cli import main
 from trace_gym.datadirs import DataDirError, locate, tau2_data_dir, toolsandbox_data_dir
 from trace_gym.datafetch import DataFetchError, fetch, load_manifest, verify_folder
@@ -31,10 +34,17 @@ def cache(tmp_path, monkeypatch):
     return root
 
 
-def _upstream_like_archive(data_root: Path, dest: Path, *, corrupt: str | None = None) -> Path:
-    """A .tar.gz laid out like tau2-bench's source archive, holding only what upstream ships."""
+def _upstream_like_archive(data_root: Path, dest: Path, *, corrupt: str | None = None,
+                           code: dict[str, str] | str | None = None) -> Path:
+    """A .tar.gz laid out like tau2-bench's source archive, holding only what upstream ships: the data
+    files, and (``code``) Python source: a dict of repository path -> text, or upstream's own source
+    (a checkout or archive, whose ``src/`` is copied)."""
     manifest = load_manifest("tau2")
     top = dest / "src" / "tau2-bench-1.0.1"
+    if isinstance(code, dict):
+        write_tree(top, code)
+    elif code is not None:
+        _copy_upstream_code(code, top)
     for rel, entry in manifest["files"].items():
         if entry["source"] is None:  # generated files are not in upstream's archive
             continue
@@ -51,6 +61,21 @@ def _upstream_like_archive(data_root: Path, dest: Path, *, corrupt: str | None =
     with tarfile.open(archive, "w:gz") as tf:
         tf.add(top, arcname="tau2-bench-1.0.1")
     return archive
+
+
+def _copy_upstream_code(source: str, top: Path) -> None:
+    path = Path(source).expanduser()
+    if path.is_dir():
+        roots = [p for p in (path, *sorted(path.iterdir())) if (p / "src" / "tau2").is_dir()]
+        shutil.copytree(roots[0] / "src", top / "src", dirs_exist_ok=True)
+        return
+    with tarfile.open(path) as tf:
+        for m in tf.getmembers():
+            parts = m.name.split("/")
+            if m.isfile() and "src" in parts and m.name.endswith(".py"):
+                rel = "/".join(parts[parts.index("src"):])
+                (top / rel).parent.mkdir(parents=True, exist_ok=True)
+                (top / rel).write_bytes(tf.extractfile(m).read())
 
 
 @pytest.fixture
@@ -82,7 +107,8 @@ def test_manifests_have_checksums_only():
     tau2 = load_manifest("tau2")
     assert tau2["version"] == "1.0.1"
     assert tau2["files"]["domains/airline/db.json"]["source"] == {"tag": "v1.0.1", "path": "data/tau2/domains/airline/db.json"}
-    assert tau2["files"]["domains/airline/tools.json"]["source"] is None  # generated, not in the archive
+    assert tau2["files"]["domains/airline/tools.json"]["source"] is None  # not a file in the archive ...
+    assert tau2["files"]["domains/airline/tools.json"]["derive"] == {"tag": "v1.0.1", "domain": "airline"}  # derived
     shipped = Path(__file__).resolve().parent.parent / "trace_gym" / "checksums"
     assert sorted(p.name for p in shipped.iterdir()) == ["tau2.json", "toolsandbox.json"]
 
@@ -221,3 +247,74 @@ def test_fetch_errors_are_one_line(tmp_path, cache, capsys):
 def test_toolsandbox_from_a_folder(toolsandbox_data, tmp_path, cache):
     result = fetch("toolsandbox", str(toolsandbox_data), log=lambda _m: None)
     assert verify_folder("toolsandbox", Path(result["path"]))["complete"]
+
+
+# --------------------------------------------------------------------------- tool schemas derived from the code
+
+
+def _stand_in_manifest(monkeypatch) -> dict:
+    """The real manifest, with the mock domain's tool-schema checksums those of the test stand-in's code."""
+    from trace_gym.tau2.schema_derive import derive_domain
+
+    real = datafetch.load_manifest
+    out, _ = derive_domain(reader(FILES), "mock", ["tools.json", "user_tools.json"])
+    manifest = json.loads(json.dumps(real("tau2")))
+    for name, data in out.items():
+        manifest["files"][f"domains/mock/{name}"].update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    monkeypatch.setattr(datafetch, "load_manifest", lambda b: manifest if b == "tau2" else real(b))
+    return {f"domains/mock/{n}": d for n, d in out.items()}
+
+
+def test_fetch_derives_tool_schemas_from_the_archives_code(tau2_data, tmp_path, cache, monkeypatch, capsys):
+    expected = _stand_in_manifest(monkeypatch)
+    archive = _upstream_like_archive(tau2_data, tmp_path, code=FILES)
+    assert main(["data", "fetch", "tau2", "--from", str(archive)]) == 0
+    out = capsys.readouterr().out
+    assert "derived 2 of them from the source's Python code" in out and "domains/mock/user_tools.json" in out
+    installed = cache / "data" / "tau2-1.0.1"
+    for rel, data in expected.items():
+        assert (installed / "tau2" / rel).read_bytes() == data
+    marker = json.loads((installed / ".trace-gym-data.json").read_text())
+    assert marker["derived"]["domains/mock/tools.json"][0] == "src/tau2/domains/mock/tools.py"
+    # domains without code in this archive keep their schemas missing, and the note says why
+    assert "domains/airline/tools.json" in marker["not_in_source"] and "Python source" in out
+    monkeypatch.delenv("TAU2_DATA_DIR", raising=False)
+    assert main(["data", "status", "--json"]) == 0
+    [doc] = [d for d in json.loads(capsys.readouterr().out) if d["benchmark"] == "tau2"]
+    assert doc["derived"] == sorted(expected) and "domains/airline/tools.json" in doc["missing_required"]
+    assert main(["data", "status"]) == 0
+    text = capsys.readouterr().out
+    assert "derived at fetch time from τ²-bench's Python source: 2 tool-schema files" in text
+    assert "tool schemas missing" in text
+    # a derived file edited afterwards is reported like any other
+    (installed / "tau2/domains/mock/tools.json").write_text("[]\n")
+    assert datafetch.status("tau2")["mismatch"] == ["domains/mock/tools.json"]
+
+
+def test_derived_schemas_that_differ_fail_and_leave_nothing(tau2_data, tmp_path, cache):
+    """The stand-in's code is not tau2 1.0.1's: what it yields differs from the shipped checksums."""
+    archive = _upstream_like_archive(tau2_data, tmp_path, code=FILES)
+    with pytest.raises(DataFetchError, match=r"domains/mock/tools\.json: derived from the Python code, but the result "
+                                             r"differs from the checksum"):
+        fetch("tau2", str(archive), log=lambda _m: None)
+    assert not (cache / "data").exists() or list((cache / "data").iterdir()) == []
+    broken = {**FILES, "src/tau2/domains/mock/tools.py": FILES["src/tau2/domains/mock/tools.py"].replace(
+        "from tau2.domains.mock.data_model", "from tau2.domains.mock.gone")}
+    archive = _upstream_like_archive(tau2_data, tmp_path / "b", code=broken)
+    with pytest.raises(DataFetchError, match=r"cannot derive it from the Python code .*gone\.py: not in the source"):
+        fetch("tau2", str(archive), log=lambda _m: None)
+
+
+def test_fetch_with_upstream_code_gives_every_file_the_engine_reads(tau2_data, tmp_path, cache, loopback_server):
+    """Upstream's own code (not part of this repository): set TAU2_BENCH_SOURCE to run this."""
+    source = upstream_source()
+    if source is None:
+        pytest.skip(f"set {UPSTREAM_ENV} to a tau2-bench v1.0.1 checkout or source archive")
+    archive = _upstream_like_archive(tau2_data, tmp_path, code=source)
+    result = fetch("tau2", f"{loopback_server(archive.parent)}/{archive.name}", log=lambda _m: None)
+    manifest = load_manifest("tau2")
+    assert result["derived"] == sorted(r for r, e in manifest["files"].items() if e.get("derive"))
+    check = verify_folder("tau2", Path(result["path"]))
+    assert check["complete"] and not check["missing_required"] and not check["mismatch"]
+    for rel in result["derived"]:
+        assert (Path(result["path"]) / "tau2" / rel).read_bytes() == (tau2_data / "tau2" / rel).read_bytes()

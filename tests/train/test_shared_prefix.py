@@ -209,6 +209,7 @@ def test_rollout_prefix_cache_leaves_samples_unchanged(tmp_path):
 
 
 def test_training_with_shared_prefix_gives_the_adapter_of_training_without(tmp_path):
+    LR = 1e-3
     from safetensors.torch import load_file
 
     import tests.train.envs  # noqa: F401
@@ -217,7 +218,7 @@ def test_training_with_shared_prefix_gives_the_adapter_of_training_without(tmp_p
     def run(name, shared):
         cfg = TrainConfig(env_id="trace-test/train-multi-v0", model="tiny", out=str(tmp_path / name), max_steps=2, num_generations=3,
                           seeds_per_step=2, max_new_tokens_per_turn=6, max_completion_length=48, num_train_seeds=8,
-                          learning_rate=5e-2, lora_r=4, lora_alpha=8, progress=False, plot=False, manifest=False, seed=3,
+                          learning_rate=LR, lora_r=4, lora_alpha=8, progress=False, plot=False, manifest=False, seed=3,
                           shared_prefix=shared, cpu_threads=1)
         res = train(cfg)
         return load_file(str(res.out / "adapter_model.safetensors")), res
@@ -225,9 +226,10 @@ def test_training_with_shared_prefix_gives_the_adapter_of_training_without(tmp_p
     plain, res_plain = run("plain", False)
     shared, res_shared = run("shared", True)
     assert res_plain.reward_curve == res_shared.reward_curve and res_plain.rollouts == res_shared.rollouts
-    # Loss and gradients agree to 1e-5 (the exactness tests above); after two Adam steps at lr 5e-2, float-order
-    # differences in near-zero gradients are scaled up to the step size, so the adapters agree to 1e-4.
-    assert max(float((plain[k] - shared[k]).abs().max()) for k in plain) <= 1e-4
-    assert max(float(v.abs().max()) for k, v in plain.items() if "lora_B" in k) > 1e-3  # it trained
+    # Loss and gradients agree to 1e-5 (the exactness tests above).  Adam divides each gradient entry by its own
+    # running scale, so float-order differences in near-zero entries become differences of up to the step size:
+    # the adapters agree to a small share of the learning rate, not to float precision.
+    assert max(float((plain[k] - shared[k]).abs().max()) for k in plain) <= 0.05 * LR
+    assert max(float(v.abs().max()) for k, v in plain.items() if "lora_B" in k) > LR  # it trained
     rows = [json.loads(x) for x in (res_shared.out / "metrics.jsonl").read_text().splitlines()]
     assert all(r["trace/prefix_shared_fraction"] > 0.2 for r in rows)

@@ -81,9 +81,10 @@ def test_smollm2_prompt_lists_tools_and_shows_earlier_calls_in_its_format(tokeni
     assert "<tool_response>\nsaved\n</tool_response>" in prompt and prompt.endswith("<|im_start|>assistant\n")
     compact = tool_instructions(TOOLS, "compact", "smollm2")
     assert "<tools>\n- write_note(key: string, text?: string): Store a note.\n</tools>" in compact
-    # the instructions' own example is a call the parser reads
+    # the instructions' example is a template, not a call a model could copy verbatim into a valid action
     example = compact[compact.index("<tool_call>"):compact.index("</tool_call>") + len("</tool_call>")]
-    assert parse_action(example).calls == [("function_name", {"argument_name": "value"})]
+    assert '"name": <a function listed above>' in example
+    assert not parse_action(example).calls
 
 
 def test_policy_and_training_renderer_agree_on_the_format(tokenizer):

@@ -45,6 +45,11 @@ class EngineBackend:
         """The database now (a fresh canonical copy)."""
         return self._env.canonical_db()
 
+    def state_view(self) -> dict[str, Any]:
+        """The database now without a copy (shares the unchanged records with :meth:`initial_db`:
+        read it, never change it)."""
+        return self._env.db.data
+
     def fingerprint(self) -> str:
         """A hash of the current database (equal iff the content is the same)."""
         return self._env.db.hash("canonical")

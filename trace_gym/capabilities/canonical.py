@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
+from functools import lru_cache
 from typing import Any
 
 __all__ = ["canonical_phone", "timestamp_of", "text_similarity", "TIME_TOLERANCE_S", "SIMILAR_MIN"]
@@ -23,12 +24,20 @@ TIME_TOLERANCE_S = 60.0  # ``time_near``: timestamps within a minute are the sam
 SIMILAR_MIN = 0.5  # ``similar_to``: ROUGE-L F at least this
 
 _DIGITS = re.compile(r"\d")
+_NANP_E164 = re.compile(r"\+1[2-9][0-9]{9}")
 
 
 def canonical_phone(value: Any) -> str | None:
     """``value`` as an E.164 number, or ``None`` when it is not a phone number."""
     if not isinstance(value, str) or not _DIGITS.search(value) or len(value) > 64:
         return None
+    if _NANP_E164.fullmatch(value):  # already E.164 (what phonenumbers gives back unchanged)
+        return str(value)
+    return _e164(str(value))
+
+
+@lru_cache(maxsize=1024)
+def _e164(value: str) -> str | None:
     import phonenumbers
 
     text = value.strip()

@@ -28,8 +28,16 @@ def domain_policy(domain: str) -> str:
     return load_policy(domain)
 
 
+_ATOMS = frozenset({str, int, float, bool, type(None)})  # immutable: shared, not copied
+
+
 def copy_db(x: Any) -> Any:
     """A deep copy of JSON-like data (faster than ``copy.deepcopy`` for this shape)."""
+    t = type(x)
+    if t is dict:
+        return {k: v if type(v) in _ATOMS else copy_db(v) for k, v in x.items()}
+    if t is list:
+        return [v if type(v) in _ATOMS else copy_db(v) for v in x]
     if isinstance(x, dict):
         return {k: copy_db(v) for k, v in x.items()}
     if isinstance(x, list):

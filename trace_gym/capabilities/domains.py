@@ -31,6 +31,7 @@ class DomainBackend(Protocol):
     def call(self, name: str, args: dict[str, Any]) -> Any: ...  # a ToolResult
     def initial_db(self) -> dict[str, Any]: ...  # the state the rewards compare against (do not mutate)
     def current_db(self) -> dict[str, Any]: ...  # a fresh copy of the state now
+    def state_view(self) -> dict[str, Any]: ...  # the state now, no copy: may share parts with initial_db (read only)
     def fingerprint(self) -> str: ...  # equal iff the state is the same
     def fork(self) -> DomainBackend: ...  # a fresh backend on the same starting database
 
@@ -64,7 +65,7 @@ class CapabilityDomain(Protocol):
     def check_spec(self, doc: dict[str, Any], source: str) -> None: ...
     def tools(self, names: list[str]) -> DomainToolSet: ...
     def generate(self, rng: random.Random, **sizes: int) -> dict[str, Any]: ...
-    def backend(self, db: dict[str, Any]) -> DomainBackend: ...
+    def backend(self, db: dict[str, Any]) -> DomainBackend: ...  # db: what generate() drew (the backend may share it)
     def system_prompt(self) -> str: ...
 
 
@@ -108,10 +109,13 @@ class Tau2Domain:
         return GENERATORS[self.name](rng, **sizes)
 
     def backend(self, db: dict[str, Any]) -> DomainBackend:
+        """The engine on ``db``, a database :meth:`generate` drew: it is in the benchmark's canonical
+        form already (see :mod:`.synthdb`), so the engine takes it as it is, without a normalised copy."""
         from ..tau2.domain_spec import load_domain
         from .backend import EngineBackend
 
-        return EngineBackend(load_domain(self.name), db)
+        data = load_domain(self.name)
+        return EngineBackend(data, data.base_from(db))
 
     def system_prompt(self) -> str:
         from .domain import domain_policy

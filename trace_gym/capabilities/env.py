@@ -211,7 +211,7 @@ class CapabilityEnv(ToolEnv):
     def _evaluate(self) -> tuple[float, dict[str, Any]]:
         assert self.scenario is not None
         self._log.initial_db = self._backend.initial_db()
-        self._log.final_db = self._backend.current_db()
+        self._log.final_db = self._backend.state_view()  # read only: the checks never change it
         reward, info = evaluate_rewards(self.scenario.rewards, self._log)
         info["case"] = self.scenario.name
         return reward, info

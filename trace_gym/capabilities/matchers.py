@@ -18,7 +18,7 @@ from typing import Any
 
 from .templating import TemplateError, lookup, path_getter
 
-__all__ = ["OPERATORS", "matches", "where_matches", "where_getters", "where_holds", "matcher_problem"]
+__all__ = ["OPERATORS", "matches", "where_matches", "where_getters", "where_holds", "where_filter", "matcher_problem"]
 
 OPERATORS = ("eq", "ne", "in", "not_in", "gt", "ge", "lt", "le", "startswith", "endswith", "contains", "icontains",
              "len", "exists", "all", "any", "set_eq", "approx", "phone_eq", "time_near", "similar_to", "not")
@@ -183,6 +183,29 @@ def where_holds(record: Any, getters: list[WhereCheck], matchers: list[Any]) -> 
         elif not matches(value, m):
             return False
     return True
+
+
+def where_filter(records: list[Any], getters: list[WhereCheck], matchers: list[Any]) -> list[Any]:
+    """The records on which :func:`where_holds` holds, in order.
+
+    When every path is one field and no matcher is a mapping (the usual slot constraint:
+    ``{user_id: "...", status: delivered}``), each check is the equality :func:`matches`
+    decides for such a matcher, read straight from a dict record.
+    """
+    if any(key is None for key, _ in getters) or any(isinstance(m, dict) for m in matchers):
+        return [r for r in records if where_holds(r, getters, matchers)]
+    missing = _MISSING
+    if len(getters) == 1:
+        key, m = getters[0][0], matchers[0]
+        return [r for r in records if (r.get(key, missing) == m if type(r) is dict else where_holds(r, getters, matchers))]
+    if len(getters) == 2:
+        (k1, _), (k2, _) = getters
+        m1, m2 = matchers
+        return [r for r in records if (r.get(k1, missing) == m1 and r.get(k2, missing) == m2 if type(r) is dict
+                                       else where_holds(r, getters, matchers))]
+    pairs = [(key, m) for (key, _), m in zip(getters, matchers, strict=True)]
+    return [r for r in records if (all(r.get(k, missing) == m for k, m in pairs) if type(r) is dict
+                                   else where_holds(r, getters, matchers))]
 
 
 _ARG_TYPES: dict[str, tuple[type, ...]] = {

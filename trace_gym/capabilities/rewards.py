@@ -89,6 +89,8 @@ def _first_index(log: EpisodeLog, ev: dict[str, Any]) -> int | None:
 
 
 def _changed_paths(a: Any, b: Any, prefix: tuple[str, ...], out: list[tuple[str, ...]]) -> None:
+    if a is b:  # a shared part (the final state shares what the episode did not change)
+        return
     if isinstance(a, dict) and isinstance(b, dict):
         for k in a.keys() | b.keys():
             if k not in a or k not in b:

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .matchers import where_getters, where_holds, where_matches
+from .matchers import where_filter, where_getters, where_matches
 from .spec import CapabilitySpec, resolve_number
 from .synthdb.clone import clone_record
 from .templating import TemplateError, compile_template, lookup, path_getter
@@ -169,11 +169,11 @@ def _found(s: _Slot, db: dict[str, Any], ctx: dict[str, Any], where_txt: str) ->
     others = [ctx[d] for d in s.distinct]
     pool = s.candidates(db, ctx)
     if s.getters is not None:
-        matchers = list(where.values())
-        getters = s.getters
-        found = [c for c in pool if where_holds(c, getters, matchers) and all(c is not o and c != o for o in others)]
+        found = where_filter(pool, s.getters, list(where.values())) if where else list(pool)
     else:
-        found = [c for c in pool if where_matches(c, where) and all(c is not o and c != o for o in others)]
+        found = [c for c in pool if where_matches(c, where)]
+    if others:
+        found = [c for c in found if all(c is not o and c != o for o in others)]
     if not found:
         raise UnsolvableScenarioError(
             f"{where_txt}: slot {s.name!r} has no candidate in {s.frm!r} matching {where}"

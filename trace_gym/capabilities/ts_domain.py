@@ -51,44 +51,70 @@ def _catalog() -> Any:
 
 
 class WorldBackend:
-    """One episode's ToolSandbox world, built from the synthetic database; calls run through a ToolBox."""
+    """One episode's ToolSandbox world, built from the synthetic database; calls run through a ToolBox.
 
-    def __init__(self, db: dict[str, Any], names: list[str] | None = None, *, _initial: dict[str, Any] | None = None):
-        from ..toolsandbox.toolbox import ToolBox
+    The starting world is built once and never written: the episode's world and every
+    :meth:`fork` share it copy-on-write (:meth:`World.copy`), and each call runs after a
+    :meth:`World.savepoint`, so a failed call is undone without copying anything up front.
+    """
 
-        self._db, self._names = db, (list(names) if names is not None else None)
-        tables = {"SETTING": list(db["settings"].values())}
-        tables.update({WORLD_TABLES[t]: db[t] for t in ("contacts", "messages", "reminders")})
-        self.world = World.from_tables(tables, now=float(db["clock"]["now"]["timestamp"]), new_id=counter_ids(_ID_PREFIX))
-        self.box = ToolBox(self.world, self._names, catalog=_catalog())
-        self._initial = _initial if _initial is not None else self.current_db()  # shared by forks, never mutated
+    def __init__(self, db: dict[str, Any], *, box: Any = None, _start: World | None = None):
+        if _start is None:
+            tables = {"SETTING": list(db["settings"].values())}
+            tables.update({WORLD_TABLES[t]: db[t] for t in ("contacts", "messages", "reminders")})
+            _start = World.from_tables(tables, now=float(db["clock"]["now"]["timestamp"]), new_id=counter_ids(_ID_PREFIX))
+        self._db = db
+        self._start = _start  # the starting world: never written (the episode's world and forks share it)
+        self._box = box if box is not None else _agent_box(_catalog())  # every agent tool; its world is not used
+        self.world = _start.copy()
+        self.world.new_id = counter_ids(_ID_PREFIX)  # every episode (and fork) numbers its new ids from 0
+        self.box = self._box.on(self.world)
+        self._initial: dict[str, Any] | None = None
 
     def call(self, name: str, args: dict[str, Any]) -> ToolResult:
         """Run one call; a failure is an error result (ToolSandbox's line) and changes nothing."""
-        before = self.world.snapshots()
+        world = self.world
+        mark = world.savepoint()
         out = self.box.call(name, args)
         if out.error is not None:
-            if self.world.snapshots() != before:  # a tool that failed half-way: put the world back
-                self.world = self.box.world = World(
-                    {db: [(s["sandbox_message_index"], s["rows"]) for s in snaps] for db, snaps in before.items()},
-                    now=self.world.now, new_id=self.world.new_id)
+            world.rollback(mark)  # a tool that failed half-way leaves nothing behind
             return ToolResult(out.error, True)
         return ToolResult(out.content, False)
 
     def initial_db(self) -> dict[str, Any]:
+        """The starting state (the starting world's rows, which nothing writes: do not mutate)."""
+        if self._initial is None:
+            self._initial = _tables(self._start, copy=False)
         return self._initial
 
     def current_db(self) -> dict[str, Any]:
-        w = self.world
-        return {"settings": {"device": w.rows("SETTING")[0]}, "contacts": w.rows("CONTACT"),
-                "messages": w.rows("MESSAGING"), "reminders": w.rows("REMINDER")}
+        return _tables(self.world, copy=True)
+
+    def state_view(self) -> dict[str, Any]:
+        """The state now without a copy (shares the world's rows: read it, never change it)."""
+        return _tables(self.world, copy=False)
 
     def fingerprint(self) -> str:
-        payload = json.dumps(self.current_db(), sort_keys=True, default=repr)
+        payload = json.dumps(self.state_view(), sort_keys=True, default=repr)
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def fork(self) -> WorldBackend:
-        return WorldBackend(self._db, self._names, _initial=self._initial)
+        fork = WorldBackend(self._db, box=self._box, _start=self._start)
+        fork._initial = self.initial_db()  # the same starting state, shared
+        return fork
+
+
+def _agent_box(catalog: Any) -> Any:
+    """A ToolBox of every agent tool of ``catalog`` (rebind it to a world with ``on``)."""
+    from ..toolsandbox.toolbox import ToolBox
+
+    return ToolBox(World(), catalog=catalog)
+
+
+def _tables(world: World, *, copy: bool) -> dict[str, Any]:
+    rows = world.rows if copy else world.latest_rows
+    return {"settings": {"device": rows("SETTING")[0]}, "contacts": rows("CONTACT"),
+            "messages": rows("MESSAGING"), "reminders": rows("REMINDER")}
 
 
 class ToolSandboxTools:
@@ -97,10 +123,12 @@ class ToolSandboxTools:
     def __init__(self, names: list[str]):
         from ..toolsandbox.toolbox import core_tool
 
-        specs = _catalog().specs
+        catalog = _catalog()
+        specs = catalog.specs
         unknown = [n for n in names if n not in specs]
         if unknown:
             raise ValueError(f"ToolSandbox has no tool(s) {unknown}; available: {sorted(specs)}")
+        self.catalog = catalog
         self.backend: WorldBackend | None = None
         self.kinds: dict[str, str] = {}
         tools = []
@@ -133,6 +161,9 @@ class ToolSandboxDomain:
 
     name = "toolsandbox"
 
+    def __init__(self) -> None:
+        self._box: Any = None  # every agent tool of the catalogue the latest tools() loaded (a ToolBox)
+
     def tool_names(self) -> frozenset[str]:
         return frozenset(n for n, s in _catalog().specs.items() if "AGENT" in s.visible_to)
 
@@ -146,13 +177,16 @@ class ToolSandboxDomain:
         return ()
 
     def tools(self, names: list[str]) -> ToolSandboxTools:
-        return ToolSandboxTools(names)
+        tools = ToolSandboxTools(names)
+        if self._box is None or self._box.catalog is not tools.catalog:
+            self._box = _agent_box(tools.catalog)
+        return tools
 
     def generate(self, rng: random.Random, **sizes: int) -> dict[str, Any]:
         return generate_toolsandbox_world(rng, **sizes)
 
     def backend(self, db: dict[str, Any]) -> WorldBackend:
-        return WorldBackend(db)
+        return WorldBackend(db, box=self._box)
 
     def system_prompt(self) -> str:
         return agent_system_prompt()

@@ -157,6 +157,11 @@ def _run(args: argparse.Namespace) -> int:
             per_group = rich_scores_table(doc)
             if per_group is not None:
                 console.print(per_group)
+            if doc.get("warm_start"):
+                from trace_gym.compare.report import warm_start_text
+
+                console.print(f"shared by every method: format warm start, {warm_start_text(doc['warm_start'])}",
+                              highlight=False)
             console.print(f"wrote {Path(cfg.out) / 'compare.json'}, compare.md and compare.png")
     except (ValueError, FileNotFoundError) as exc:
         err.print(f"[red]error:[/red] {type(exc).__name__}: {exc}")

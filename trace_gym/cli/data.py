@@ -57,6 +57,8 @@ def _fetch(args: argparse.Namespace) -> int:
     except DataFetchError as exc:
         raise CommandError(str(exc)) from None
     print(f"installed {result['files']} verified files in {result['path']}")
+    if result["derived"]:
+        print(f"derived {len(result['derived'])} of them from the source's Python code: {', '.join(result['derived'])}")
     note = not_in_source_note(args.benchmark, result["not_in_source"], result["path"])
     if note:
         print(f"note: {note}")

@@ -17,6 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="smollm2", choices=["smollm2", "tiny"],
                    help="smollm2 (SmolLM2-135M-Instruct) or tiny (random weights, plumbing check in about a minute)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--warm-start", action=argparse.BooleanOptionalAction, default=None,
+                   help="first fine-tune the model on reference episodes of the target domain's capability envs "
+                        "(output format only; merged into the weights every stage then uses). Default: on for "
+                        "toolsandbox with smollm2, off for the tiny model and τ² targets")
     p.set_defaults(func=_run)
 
 
@@ -30,18 +34,19 @@ def _run(args: argparse.Namespace) -> int:
 
     from trace_gym.datadirs import DataDirError
     from trace_gym.demo import DemoConfig, run_demo
+    from trace_gym.pipeline.warm import WarmStartMismatch
     from trace_gym.policies.hf import ModelUnavailableError
 
     console = Console()
     try:
         cfg = DemoConfig.for_run(out=args.out, domain=args.domain, model=args.model, fast=args.fast, seed=args.seed,
-                                 target=args.target)
+                                 target=args.target, warm_start=args.warm_start)
     except ValueError as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
     try:
         run_demo(cfg, console)
-    except (DataDirError, ModelUnavailableError) as exc:
+    except (DataDirError, ModelUnavailableError, WarmStartMismatch) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
     return 0

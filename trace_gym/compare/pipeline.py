@@ -12,6 +12,12 @@ evaluates:
   every rollout of every step charged to ``B``;
 * ``single`` — the trace adapter with the best final training reward, without routing.
 
+With ``warm_start`` on (the default for a ToolSandbox-family target with a real model) every
+method starts from the same weights: a format-only SFT on reference episodes of capability
+envs, merged into the base model (:mod:`trace_gym.pipeline.warm`), made once under
+``<out>/warm_start/`` before any method and shown in the ledger as a shared cost charged to
+no method.  The base survey (``survey_domains``) runs before it, on the model as given.
+
 TRACE is :func:`trace_gym.pipeline.run_trace` with a :class:`~trace_gym.pipeline.RolloutBudget`.
 Each method is evaluated on the held-out tasks with ``trials`` trials per task through
 :func:`trace_gym.pipeline.evaluate_policy` (pass^k with bootstrap intervals).  Every stage
@@ -101,10 +107,20 @@ class CompareConfig:
     # base survey before the comparison
     survey_domains: list[str] = field(default_factory=list)
     survey_tasks: int = 5
+    # format warm start, shared by every method (:mod:`trace_gym.pipeline.warm`): SFT on reference episodes of
+    # capability envs (never the evaluation scenarios), merged into the base weights that every method then loads.
+    # None: on for a ToolSandbox-family target with a trainable model other than ``tiny``, off otherwise.
+    warm_start: bool | None = None
+    warm_start_envs: list[str] | None = None  # default: the built-in capability envs of the target's domain
+    warm_start_steps: int = 8
+    warm_start_seeds: int = 3                 # train-split tasks per env
+    warm_start_lr: float = 2e-4
     # Programmatic use only (not stored): ``(seed) -> policy`` replacing the model's loading, e.g. a
     # scripted or remote agent.  Methods that train need a loadable model and are skipped with it.
     policy_factory: Callable[[int], Any] | None = field(default=None, repr=False, compare=False)
     reflection_lm: Callable[[Any], str] | None = field(default=None, repr=False, compare=False)
+    # Set by the warm start (not stored): the merged model folder every method loads instead of ``model``.
+    weights: str | None = field(default=None, repr=False, compare=False)
 
     def validate(self) -> CompareConfig:
         bad = [m for m in self.methods if m not in METHODS]
@@ -116,6 +132,9 @@ class CompareConfig:
             raise ValueError(f"trials must be >= 1, got {self.trials}")
         if "single" in self.methods and "trace" not in self.methods:
             raise ValueError("method 'single' reuses the adapters trained by 'trace'; add 'trace'")
+        from ..pipeline.warm import check_warm_fields
+
+        check_warm_fields(self)
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -125,11 +144,27 @@ class CompareConfig:
             out["policy_factory"] = getattr(self.policy_factory, "__qualname__", repr(self.policy_factory))
         return out
 
+    @property
+    def weights_spec(self) -> str:
+        """What every method loads: the warm start's merged folder once made, else ``model``."""
+        return self.weights or self.model
+
+    def warm_start_on(self) -> bool:
+        """Whether this comparison starts with the shared format warm start (see ``warm_start``)."""
+        if self.warm_start is not None:
+            return bool(self.warm_start) and self.can_train
+        if not self.can_train or self.model == "tiny":
+            return False
+        from ..pipeline.warm import target_record
+
+        rec = target_record(self.target)
+        return rec is not None and rec["family"] == "toolsandbox"
+
     def base_policy(self) -> Any:
         """A fresh base policy (``policy_factory`` when set, else the model loaded with ``gen``)."""
         if self.policy_factory is not None:
             return self.policy_factory(self.seed)
-        return M.load_base_policy(self.model, seed=self.seed, **self.gen)
+        return M.load_base_policy(self.weights_spec, seed=self.seed, **self.gen)
 
     @property
     def can_train(self) -> bool:
@@ -144,7 +179,8 @@ class CompareConfig:
         return cls(**data)
 
 
-_RUNTIME = {"policy_factory", "reflection_lm"}
+_RUNTIME = {"policy_factory", "reflection_lm", "weights"}
+
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -195,7 +231,7 @@ def _grpo(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any]) -> dic
         return {"skipped": f"budget {B} is below one optimizer step ({worst_rollouts_per_step(cfg.train)} rollouts)",
                 "rollouts": 0, "budget": budget.to_dict()}
     factory = M.target_factory(cfg.target, cfg.env_kwargs, budget, "train", train_tasks)
-    entry = train_adapter(model=cfg.model, seed=cfg.seed, env_factory=factory, env_id=cfg.target,
+    entry = train_adapter(model=cfg.weights_spec, seed=cfg.seed, env_factory=factory, env_id=cfg.target,
                           out=root / "grpo" / "adapters" / "grpo-target", steps=steps, train=cfg.train, run_name="grpo-target")
     return {"adapter": entry["path"], "manifest": str(root / "grpo" / "adapters" / "manifest.json"), "steps": steps,
             "rollouts": budget.used, "trainer_rollouts": entry.get("rollouts_used"), "budget": budget.to_dict(),
@@ -250,7 +286,7 @@ def trace_plan(cfg: CompareConfig, budget: RolloutBudget, root: Path, tasks: lis
         return pol
 
     return TracePlan(
-        target=_target(cfg), root=root / "trace", model=cfg.model, base_policy=base_policy, jobs=base_jobs(cfg, tasks),
+        target=_target(cfg), root=root / "trace", model=cfg.weights_spec, base_policy=base_policy, jobs=base_jobs(cfg, tasks),
         seed=cfg.seed, min_capabilities=cfg.min_capabilities, max_capabilities=cfg.max_capabilities,
         cap_env_kwargs=cfg.cap_env_kwargs, calib_seeds=cfg.calib_seeds, calib_samples=cfg.calib_samples, mastered=cfg.mastered,
         band=tuple(cfg.band) if cfg.band else None, tune_rounds=cfg.tune_rounds,
@@ -298,7 +334,7 @@ def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: P
         pol.policy_id = f"base:{cfg.model}"
         return pol, "base model"
     if method == "grpo":
-        return M.adapter_policy(cfg.model, result["manifest"], "grpo-target", seed=cfg.seed, gen=gen,
+        return M.adapter_policy(cfg.weights_spec, result["manifest"], "grpo-target", seed=cfg.seed, gen=gen,
                                 policy_id=f"grpo:{Path(root).name}"), "GRPO+LoRA on the target"
     if method == "gepa":
         from ..baselines.gepa_adapter import SystemPromptPolicy
@@ -316,7 +352,7 @@ def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: P
     manifest = root / "trace" / "adapters" / "manifest.json"
     if method == "single":
         best = _best(adapters)
-        return (M.adapter_policy(cfg.model, manifest, best["adapter"], seed=cfg.seed, gen=gen,
+        return (M.adapter_policy(cfg.weights_spec, manifest, best["adapter"], seed=cfg.seed, gen=gen,
                                  policy_id=f"single:{Path(root).name}:{best['adapter']}"),
                 f"adapter {best['adapter']} (best final training reward), no routing")
     from ..route.index import RouterIndex
@@ -325,10 +361,10 @@ def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: P
 
     if result.get("routing", {}).get("skipped"):  # no router: the best adapter answers every conversation
         best = _best(adapters)
-        return (M.adapter_policy(cfg.model, manifest, best["adapter"], seed=cfg.seed, gen=gen,
+        return (M.adapter_policy(cfg.weights_spec, manifest, best["adapter"], seed=cfg.seed, gen=gen,
                                  policy_id=f"trace:{Path(root).name}:{best['adapter']}"),
                 f"{result['routing']['skipped']}; adapter {best['adapter']} for every conversation")
-    ap = M.adapter_policy(cfg.model, manifest, None, seed=cfg.seed, gen=gen, policy_id="adapters")
+    ap = M.adapter_policy(cfg.weights_spec, manifest, None, seed=cfg.seed, gen=gen, policy_id="adapters")
     router = RetrievalRouter(RouterIndex.load(result["routing"]["index"]))
     pol = RoutedPolicy(ap, router, {a["adapter"]: a["adapter"] for a in adapters})
     pol.policy_id = f"trace:{Path(root).name}"
@@ -355,6 +391,33 @@ def _resolve_target(cfg: CompareConfig, out: Path, log: Callable[[str], None]) -
         cfg.target = env_id_for(survey["best_domain"])
         log(f"target: {cfg.target} (highest base pass^1 in the survey)")
     return survey
+
+
+def _warm_settings(cfg: CompareConfig) -> Any:
+    """The shared warm start's settings, or ``None`` when this comparison has none (see ``CompareConfig.warm_start``)."""
+    if not cfg.warm_start_on():
+        return None
+    from ..pipeline.warm import WarmStartSettings, domain_capability_envs
+
+    envs = list(cfg.warm_start_envs) if cfg.warm_start_envs is not None else domain_capability_envs(cfg.target)
+    return WarmStartSettings(model=M.train_model_name(cfg.model), envs=envs, seeds_per_env=cfg.warm_start_seeds,
+                             steps=cfg.warm_start_steps, learning_rate=cfg.warm_start_lr, seed=cfg.seed).validate()
+
+
+def _warm_start(cfg: CompareConfig, settings: Any, out: Path, log: Callable[[str], None]) -> dict[str, Any] | None:
+    """The shared format warm start (``<out>/warm_start/``, once for every budget); sets ``cfg.weights``.
+
+    A finished one with the same settings is reused.  Returns its summary for the ledger, or ``None`` when off.
+    """
+    cfg.weights = None
+    if settings is None:
+        return None
+    from ..pipeline.warm import WarmStart, run_warm_start
+
+    store = StageStore(out, fingerprint=settings.to_dict(), log=log)
+    ws = store.run("warm_start", lambda: run_warm_start(settings, out / "warm_start"), WarmStart)
+    cfg.weights = ws.model
+    return {**ws.to_dict(), "shared": True, "rollouts": 0}
 
 
 _FREE_KEYS = {"out", "methods", "survey_domains", "survey_tasks", "batch_size"}  # may change between resumes
@@ -384,9 +447,15 @@ def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budge
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     survey = shared.get("survey") if shared else _resolve_target(cfg, out, log)
+    warm_settings = _warm_settings(cfg)
+    if warm_settings is not None:  # a warm start made with other settings is refused before anything is written
+        from ..pipeline.warm import finished_warm_start
+
+        finished_warm_start(out / "warm_start", warm_settings)
     splits = StageStore(out, log=log).run("splits", lambda: _splits(cfg))
     root = budget_dir or out
     _check_same_config(cfg, root)
+    warm = _warm_start(cfg, warm_settings, out, log)  # every method below starts from the same weights
     st = StageStore(root, log=log)
     B = cfg.budget
     results: dict[str, dict[str, Any]] = {}
@@ -428,7 +497,7 @@ def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budge
                            "skipped": res.get("skipped")}
     doc = {"format": FORMAT, "config": cfg.to_dict(), "target": cfg.target, "budget": B, "seeds": {
         "seed": cfg.seed, "eval_seed": cfg.eval_seed, "trials": cfg.trials}, "splits": splits, "survey": survey,
-        "methods": results, "details": trained,
+        "methods": results, "details": trained, "warm_start": warm,
         "stages": {"ran": shared_st.ran + st.ran if root != out else st.ran + shared_st.ran,
                    "skipped": shared_st.skipped + st.skipped if root != out else st.skipped + shared_st.skipped}}
     atomic_write_json(root / "compare.json", doc)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..io import atomic_write_text
 
-__all__ = ["table_rows", "markdown_table", "rich_table", "rich_scores_table", "scores_markdown", "ledger_markdown",
+__all__ = ["warm_start_text", "table_rows", "markdown_table", "rich_table", "rich_scores_table", "scores_markdown", "ledger_markdown",
            "plot_methods", "render_outputs", "render_scaling", "plot_scaling", "redraw"]
 
 LABELS = {"base": "base", "grpo": "GRPO on target", "gepa": "GEPA", "trace": "TRACE (routed)",
@@ -77,8 +77,18 @@ def ledger_markdown(doc: dict[str, Any]) -> str:
         lines.append(f"| {LABELS.get(method, method)} | {r['rollouts']} | {r['budget']} | {stages} |")
     if not lines:
         return ""
+    ws = doc.get("warm_start")
+    if ws:
+        lines.append(f"| shared: format warm start | 0 | – | {warm_start_text(ws)} |")
     return ("\n\nRollout budget ledger (episodes played while learning; evaluation not counted):\n\n"
             "| method | rollouts | budget | by stage |\n|---|---|---|---|\n" + "\n".join(lines) + "\n")
+
+
+def warm_start_text(ws: dict[str, Any]) -> str:
+    """One line on the shared warm start: what it trained on and what it cost (given to every method alike)."""
+    return (f"{ws['demonstrations']} reference episodes of {len(ws['envs'])} capability env(s) (train split, not the "
+            f"evaluation scenarios), {ws['steps']} SFT steps, {ws['seconds']:.0f} s, merged into the weights every "
+            "method starts from; no target episode")
 
 
 def markdown_table(doc: dict[str, Any]) -> str:

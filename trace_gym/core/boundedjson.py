@@ -26,6 +26,10 @@ _OPENERS = (ord("["), ord("{"))
 _CLOSERS = (ord("]"), ord("}"))
 
 
+# The C scanner ``json.loads`` itself runs, called without its Python wrappers (see :func:`loads`).
+_SCAN_ONCE = json.JSONDecoder().scan_once
+
+
 class JSONLimitError(ValueError):
     """The text is JSON-like but over a limit (nesting depth, a number too long to convert)."""
 
@@ -87,6 +91,17 @@ def loads(text: str, *, max_depth: int = MAX_DEPTH,
     # fewer brackets than the limit cannot nest deeper than it: skip the scan
     if text.count("[") + text.count("{") > max_depth and (depth := nesting_depth(text)) > max_depth:
         raise JSONLimitError(f"nested {depth} levels deep; at most {max_depth} levels are allowed")
+    if object_pairs_hook is None:
+        # The usual case, a document that fills the text exactly: the scanner alone gives what
+        # json.loads gives.  Anything else (surrounding whitespace, malformed text, a limit) takes
+        # the full path below, which reports it.
+        try:
+            value, end = _SCAN_ONCE(text, 0)
+        except Exception:
+            pass
+        else:
+            if end == len(text):
+                return value
     hook = None if object_pairs_hook is None else _Guarded(object_pairs_hook)
     try:
         return json.loads(text, object_pairs_hook=hook)

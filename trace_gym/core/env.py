@@ -82,7 +82,9 @@ def _render_one(m: dict[str, Any]) -> str:
 
 def render_messages(messages: list[dict[str, Any]]) -> str:
     """Plain-text rendering of chat messages (used for observations and ``ansi`` render)."""
-    return "\n\n".join(_render_one(m) for m in messages)
+    if len(messages) == 1:  # a step's usual observation
+        return _render_one(messages[0])
+    return "\n\n".join([_render_one(m) for m in messages])
 
 
 class ToolEnv(PicklableByValue, gym.Env[str, str]):
@@ -222,10 +224,13 @@ class ToolEnv(PicklableByValue, gym.Env[str, str]):
             return list(self.messages)
         return [m for i, m in enumerate(self.messages) if i not in self._invalid]
 
-    def _info(self, **extra: Any) -> dict[str, Any]:
+    def _info(self, extra: dict[str, Any]) -> dict[str, Any]:
         info = {"messages": list(self.messages), "tools": self.tools.schemas(), "step": self._steps}
-        info.update(self._info_fields())
-        info.update(extra)
+        fields = self._info_fields()
+        if fields:
+            info.update(fields)
+        if extra:
+            info.update(extra)
         return info
 
     def _clip(self, text: str) -> str:
@@ -257,7 +262,7 @@ class ToolEnv(PicklableByValue, gym.Env[str, str]):
         if len(self.messages) > start:
             parts.append(render_messages(self.messages[start:]))
         self._last_obs = self._clip("\n\n".join(parts))
-        info = self._info(**episode.info)
+        info = self._info(episode.info)
         if self.render_mode == "human":
             self.render()
         return self._last_obs, info
@@ -293,11 +298,13 @@ class ToolEnv(PicklableByValue, gym.Env[str, str]):
             extra["termination_reason"] = self._termination_reason
             extra.update(self._final_info())
         # The agent knows what it sent: observe only what came back.
-        new = self.messages[before + 1 :]
-        self._last_obs = self._clip(render_messages(new))
+        obs = render_messages(self.messages[before + 1 :])
+        if len(obs) > self.observation_space.max_length:
+            obs = self._clip(obs)
+        self._last_obs = obs
         if self.render_mode == "human":
             self.render()
-        return self._last_obs, float(reward), terminated, truncated, self._info(**extra)
+        return obs, float(reward), terminated, truncated, self._info(extra)
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":

@@ -69,6 +69,33 @@ _CALL_KEYS = frozenset({"name", "arguments", "parameters", "id", "type"})
 _ARGS_ENCODER = json.JSONEncoder(ensure_ascii=False)  # same text as json.dumps(..., ensure_ascii=False)
 
 
+def _make_args_encoder() -> Any:
+    """``_ARGS_ENCODER.encode``, with the C encoder it runs built once instead of on every call.
+
+    The C encoder is made exactly as ``JSONEncoder.iterencode`` makes it, but without
+    circular-reference markers; anything it cannot encode (a cycle, a value that is not
+    JSON) goes to ``_ARGS_ENCODER.encode``, which returns or raises what it always did.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - Python without the _json accelerator
+        return _ARGS_ENCODER.encode
+    enc = _ARGS_ENCODER
+    fast = make(None, enc.default, json.encoder.encode_basestring, enc.indent, enc.key_separator,
+                enc.item_separator, enc.sort_keys, enc.skipkeys, enc.allow_nan)
+    join = "".join
+
+    def encode(value: Any) -> str:
+        try:
+            return join(fast(value, 0))
+        except Exception:
+            return enc.encode(value)
+
+    return encode
+
+
+_encode_args = _make_args_encoder()
+
+
 @dataclass(slots=True)
 class ParsedAction:
     """The result of parsing one text action.
@@ -94,7 +121,7 @@ class ParsedAction:
         (built directly: this runs on every step)."""
         return [
             {"id": f"{prefix}{start + i}", "type": "function",
-             "function": {"name": name, "arguments": _ARGS_ENCODER.encode(args)}}
+             "function": {"name": name, "arguments": _encode_args(args)}}
             for i, (name, args) in enumerate(self.calls)
         ]
 
@@ -130,6 +157,10 @@ def _decode(text: str, where: str, help_text: str = _JSON_CALL_HELP) -> tuple[An
 
 def _call_from_obj(obj: Any, where: str) -> tuple[str, dict[str, Any]] | str:
     """Turn a decoded JSON value into (name, arguments), or return an error string."""
+    if type(obj) is dict and len(obj) == 2:  # the usual {"name": ..., "arguments": {...}}, as the checks below take it
+        name, args = obj.get("name"), obj.get("arguments")
+        if type(name) is str and name and type(args) is dict:
+            return name, args
     if not isinstance(obj, dict):
         return f"{where}: expected a JSON object, got {type(obj).__name__}; {_JSON_CALL_HELP}"
     if obj.get("type") == "function" and isinstance(obj.get("function"), dict):
@@ -216,6 +247,9 @@ def _parse_json(text: str) -> ParsedAction:
         return ParsedAction(error=f"the action starts like JSON but is not valid JSON ({exc.msg} at char {exc.pos}); {_JSON_CALL_HELP}, or send plain text to talk to the user")
     except JSONLimitError as exc:
         return ParsedAction(error=f"the action's JSON is over a limit ({exc})")
+    if type(obj) is dict:  # one call, the usual action
+        res = _call_from_obj(obj, "JSON call")
+        return ParsedAction(error=res) if isinstance(res, str) else ParsedAction(calls=[res])
     items = obj if isinstance(obj, list) else [obj]
     if not items:
         return ParsedAction(error=f"an empty JSON list calls nothing; {_JSON_CALL_HELP}")
@@ -307,6 +341,8 @@ def _unfence(text: str) -> str:
 
 def parse_action(action: str) -> ParsedAction:
     """Parse one text action; see the module docstring for the grammar."""
+    if type(action) is str and action[:1] == "{" and action[-1:] == "}" and "think>" not in action and "tool_call>" not in action:
+        return _parse_json(action)  # a bare JSON call: what the steps below come to, without them
     if not isinstance(action, str):
         return ParsedAction(error=f"an action must be a string, got {type(action).__name__}")
     text = strip_reasoning(action)

@@ -1,6 +1,6 @@
 """``trace-gym demo``: the whole TRACE loop end to end, offline on a CPU.
 
-A front-end over :mod:`trace_gym.pipeline`: base rollouts → analysis → synthesis and
+A front-end over :mod:`trace_gym.pipeline`: (format warm start, when on) → base rollouts → analysis → synthesis and
 calibration of capability envs → GRPO+LoRA adapters → router → before/after evaluation on
 held-out tasks → summary.  On ToolSandbox (the default target) the model's own successes
 and failures drive the loop and the evaluation is graded per category beside the refusal

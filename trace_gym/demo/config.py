@@ -5,6 +5,10 @@ plays train-split scenarios itself and its own successes and failures feed the a
 (a success is a milestone similarity of at least :data:`TOOLSANDBOX_SUCCESS`); and a
 **τ²-bench** env (``--target tau2-retail``, the default, or a full env id), where a deliberately flawed
 scripted agent supplies the successes and failures a small model cannot produce.
+
+On ToolSandbox a real model first gets the *format warm start* (``warm_start``; see
+:mod:`trace_gym.pipeline.warm`): SmolLM2-135M emits no parseable tool call there on its own,
+so its rollouts would all score ~0 and leave the analysis and training nothing to work with.
 """
 
 from __future__ import annotations
@@ -82,6 +86,13 @@ class DemoConfig:
     eval_tasks: int = 2
     eval_trials: int = 2
     env_kwargs: dict[str, Any] = field(default_factory=lambda: {"unjudged_nl": "ignore"})
+    # 0. format warm start (SFT on reference episodes of capability envs, merged into the base weights; every
+    # stage then uses the merged model).  Default: on for ToolSandbox with SmolLM2, off for the tiny model and τ².
+    warm_start: bool | None = None
+    warm_start_envs: list[str] | None = None  # default: the built-in capability envs of the target's domain
+    warm_start_steps: int = 8
+    warm_start_seeds: int = 3                 # train-split tasks per env
+    warm_start_lr: float = 2e-4
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -98,15 +109,20 @@ class DemoConfig:
             self.band = (float(self.band[0]), float(self.band[1]))
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
+        if self.warm_start is None:
+            self.warm_start = self.target == TOOLSANDBOX and self.model != "tiny"
+        from ..pipeline.warm import check_warm_fields
+
+        check_warm_fields(self)
 
     @classmethod
     def for_run(cls, *, out: str | Path = "runs/demo", domain: str = "retail", model: str = "smollm2", fast: bool = False,
-                seed: int = 0, target: str = "tau2-retail") -> DemoConfig:
-        """The demo's sizes for ``model`` on ``target`` (``--fast``: smaller)."""
+                seed: int = 0, target: str = "tau2-retail", warm_start: bool | None = None) -> DemoConfig:
+        """The demo's sizes for ``model`` on ``target`` (``--fast``: smaller); ``warm_start`` overrides the default."""
         env_id = resolve_target(target) if target else ""
         if env_id == TOOLSANDBOX:
-            return cls._toolsandbox(out=Path(out), model=model, fast=fast, seed=seed)
-        cfg = cls(out=Path(out), domain=domain, model=model, seed=seed, target=env_id)
+            return cls._toolsandbox(out=Path(out), model=model, fast=fast, seed=seed, warm_start=warm_start)
+        cfg = cls(out=Path(out), domain=domain, model=model, seed=seed, target=env_id, warm_start=warm_start)
         if fast:
             cfg.scripted_tasks, cfg.base_tasks, cfg.env_max_steps = 6, 1, 2
             cfg.calib_samples, cfg.cap_max_steps = 1, 1
@@ -122,11 +138,11 @@ class DemoConfig:
         return cfg
 
     @classmethod
-    def _toolsandbox(cls, *, out: Path, model: str, fast: bool, seed: int) -> DemoConfig:
+    def _toolsandbox(cls, *, out: Path, model: str, fast: bool, seed: int, warm_start: bool | None = None) -> DemoConfig:
         """ToolSandbox sizes: prompts are ~1–2k characters (2–4 tools), so the model plays more episodes and
         trains more steps than on τ²; no scripted agent; capability envs tuned toward the 20–60% band.
         Not timed on an idle machine yet: the sizes follow the τ² demo's per-step costs scaled by prompt length."""
-        cfg = cls(out=out, model=model, seed=seed, target=TOOLSANDBOX, env_kwargs={})
+        cfg = cls(out=out, model=model, seed=seed, target=TOOLSANDBOX, env_kwargs={}, warm_start=warm_start)
         cfg.scripted_tasks, cfg.base_tasks, cfg.base_samples, cfg.env_max_steps = 0, 16, 2, 12
         cfg.max_new_tokens, cfg.temperature, cfg.batch_size = 96, 0.7, 8
         cfg.calib_seeds, cfg.calib_samples, cfg.cap_max_steps = 2, 4, 8

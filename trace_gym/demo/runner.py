@@ -15,9 +15,9 @@ from ..pipeline import Evaluation, StageStore, evaluate_policies, run_trace
 from ..progress import reporting
 from ..render import fit_table
 from .config import DemoConfig
-from .stages import ROWS, Context, demo_plan, show, spread, summarize
+from .stages import Context, demo_plan, rows_for, show, spread, summarize
 
-__all__ = ["run_demo", "verdict", "summary_table", "print_summary"]
+__all__ = ["run_demo", "prepare_model", "verdict", "summary_table", "print_summary"]
 
 
 def verdict(found: dict[str, Any]) -> str:
@@ -53,7 +53,8 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, Any]:
     cfg.out.mkdir(parents=True, exist_ok=True)
     ctx = Context(cfg, console)
     console.rule(f"[bold]trace-gym demo[/bold]: {cfg.model} on {cfg.target} → {cfg.out}")
-    titles = {stage: title for _, title, stages in ROWS for stage in stages}
+    rows_spec = rows_for(cfg)
+    titles = {stage: title for _, title, stages in rows_spec for stage in stages}
     titles.update(synthesis="3. synthesis", calibration="3. calibration")
 
     def starting(msg: str) -> None:  # the store announces each stage it runs
@@ -73,8 +74,9 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, Any]:
             console.print(f"[green]{titles.get(name, name)} done in {rec.seconds:.0f} s[/green] ({rec.cpu_seconds:.0f} CPU s)")
 
     started = time.perf_counter()
-    plan, extra = demo_plan(ctx)
     with reporting(console):  # every long stage shows a progress line (plain lines when not on a terminal)
+        prepare_model(ctx, store, on_stage=finished)
+        plan, extra = demo_plan(ctx)
         run_trace(plan, store, on_stage=finished)
         policies = {"base": lambda: ctx.load("base")}
         if (ctx.adapters_dir / "router_index.json").exists():
@@ -90,7 +92,7 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, Any]:
         console.print(comparison_table(evaluation.reports))
     console.print(scores_rich_table(evaluation.reports))
     rows = []
-    for row, title, stages in ROWS:
+    for row, title, stages in rows_spec:
         recs = [store.records[s] for s in stages if s in store.records]
         found, artifacts, headline = summarize(ctx, row, extra)
         rows.append({"stage": row, "title": title, "seconds": round(sum(r.seconds for r in recs), 1),
@@ -105,6 +107,21 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, Any]:
     atomic_write_json(cfg.out / "summary.json", summary)
     print_summary(console, summary, cfg.out / "summary.json")
     return summary
+
+
+def prepare_model(ctx: Context, store: StageStore, on_stage: Any = None) -> str:
+    """The model every later stage loads: with the config's warm start on, the merged model it makes (or an
+    earlier run made: the stage ``warm_start`` of ``store``); else the base model.  Sets ``ctx.weights``."""
+    if ctx.cfg.warm_start:
+        from ..pipeline.warm import WarmStart, run_warm_start
+
+        ws = store.run("warm_start", lambda: run_warm_start(ctx.warm_settings(), ctx.out / "warm_start"), WarmStart)
+        if on_stage is not None:
+            on_stage("warm_start", ws)
+        else:
+            ctx.results["warm_start"] = ws
+        ctx.weights = ws.model
+    return ctx.model_spec()
 
 
 def scores_rich_table(reports: list[dict[str, Any]]) -> Table:

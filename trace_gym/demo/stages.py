@@ -6,7 +6,9 @@ on train-split tasks (on ToolSandbox its own successes and failures are what the
 analysis contrasts), plus, where the config asks for it (τ² targets), the deliberately
 flawed scripted agent (every variant on each task, so there are failures with known
 causes to contrast with successes); one adapter per synthesized env (at most
-``max_adapters``) with a fixed number of GRPO steps.
+``max_adapters``) with a fixed number of GRPO steps.  With the config's warm start on,
+the model every stage loads (:meth:`Context.model_spec`, the plan's ``model``) is the
+warm start's merged folder (:func:`trace_gym.demo.runner.prepare_model`).
 :func:`show` prints what each pipeline stage found as it finishes;
 :func:`summarize` turns each stage's typed result into the demo's summary row.
 """
@@ -30,7 +32,7 @@ from .config import DemoConfig
 from .flawed import demo_tasks
 from .guard import ContextGuard
 
-__all__ = ["Context", "ROWS", "demo_plan", "demo_tasks", "show", "summarize"]
+__all__ = ["Context", "ROWS", "WARM_ROW", "rows_for", "demo_plan", "demo_tasks", "show", "summarize"]
 
 # The demo's summary rows: title and the pipeline stages each covers, in TRACE order.
 ROWS: list[tuple[str, str, tuple[str, ...]]] = [
@@ -41,6 +43,13 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
     ("routing", "5. routing", ("routing",)),
     ("evaluation", "6. evaluation", ("evaluation",)),
 ]
+# The row of the format warm start, first when the config turns it on.
+WARM_ROW: tuple[str, str, tuple[str, ...]] = ("warm_start", "0. format warm start", ("warm_start",))
+
+
+def rows_for(cfg: DemoConfig) -> list[tuple[str, str, tuple[str, ...]]]:
+    """The summary rows of a run of ``cfg``: the warm start's first when it is on."""
+    return [WARM_ROW, *ROWS] if cfg.warm_start else list(ROWS)
 
 
 @dataclass
@@ -51,6 +60,7 @@ class Context:
     console: Console
     _policy: Any = None
     results: dict[str, Any] = field(default_factory=dict)
+    weights: str | None = None  # the warm start's merged model folder, once made: "the model" from then on
 
     @property
     def out(self) -> Path:
@@ -71,6 +81,20 @@ class Context:
         return Target(self.cfg.target, {**self.cfg.env_kwargs, "max_steps": self.cfg.env_max_steps}, self.cfg.success)
 
     def model_spec(self) -> str:
+        """The model every stage loads: the warm start's merged folder once made, else :meth:`base_spec`."""
+        return self.weights or self.base_spec()
+
+    def warm_settings(self) -> Any:
+        """The warm start's settings: from the base model, on the configured envs (default: the built-in
+        capability envs of the target's domain)."""
+        from ..pipeline.warm import WarmStartSettings, domain_capability_envs
+
+        c = self.cfg
+        envs = list(c.warm_start_envs) if c.warm_start_envs is not None else domain_capability_envs(c.target)
+        return WarmStartSettings(model=self.base_spec(), envs=envs, seeds_per_env=c.warm_start_seeds,
+                                 steps=c.warm_start_steps, learning_rate=c.warm_start_lr, seed=c.seed)
+
+    def base_spec(self) -> str:
         """``smollm2``, or the folder of the tiny test model (saved once under ``<out>/models/tiny``)."""
         if self.cfg.model == "smollm2":
             return "smollm2"
@@ -88,7 +112,12 @@ class Context:
 
     def gen_options(self) -> dict[str, Any]:
         c = self.cfg
-        return {"max_new_tokens": c.max_new_tokens, "temperature": c.temperature, "seed": c.seed, "batch_size": c.batch_size}
+        opts = {"max_new_tokens": c.max_new_tokens, "temperature": c.temperature, "seed": c.seed, "batch_size": c.batch_size}
+        if c.model == "smollm2":  # SmolLM2's own sampling, also when loaded from the warm start's folder
+            from ..policies.hf import SMALL_MODEL_SAMPLING
+
+            opts = {**SMALL_MODEL_SAMPLING, **opts}
+        return opts
 
     def load(self, spec: str) -> Any:
         """A policy (``base`` or ``routed``) kept inside the model's context window."""
@@ -176,7 +205,11 @@ def show(ctx: Context, name: str, result: Any) -> None:
     """Print what a pipeline stage found (its table or one line)."""
     cfg, console = ctx.cfg, ctx.console
     ctx.results[name] = result
-    if name == "rollouts":
+    if name == "warm_start":
+        console.print(f"warm start: {result.headline()} ({', '.join(result.envs)})", highlight=False)
+        console.print(f"every later stage loads the merged model {_rel(result.model)}", markup=False, highlight=False,
+                      soft_wrap=True)
+    elif name == "rollouts":
         caption = ("passed: reward 1" if ctx.target.threshold >= 1.0
                    else f"passed: reward ≥ {ctx.target.threshold:g} (milestone similarity)")
         table = Table(title=f"Stage 1 — trajectories on {cfg.target} (train split; offline user"
@@ -229,6 +262,10 @@ def _curve_ends(a: Any) -> tuple[Any, Any]:
 def summarize(ctx: Context, row: str, extra: dict[str, Any]) -> tuple[dict[str, Any], list[str], str]:
     """``(found, artifacts, headline)`` of one demo row from the pipeline's stage results."""
     cfg, r = ctx.cfg, ctx.results
+    if row == "warm_start":
+        res = r["warm_start"]
+        found = {k: v for k, v in res.to_dict().items() if k != "record"}
+        return found, [_rel(res.record), _rel(res.model)], res.headline()
     if row == "rollouts":
         res = r["rollouts"]
         model = res.by_policy.get(cfg.model, {"episodes": 0, "passed": 0})

@@ -1,5 +1,9 @@
 """The TRACE loop, readable once and in order.
 
+0. **warm start** (optional, in front of the loop) — a format-only SFT on reference episodes of
+   capability envs, merged into the base weights that every later stage loads
+   (:func:`~trace_gym.pipeline.warm.run_warm_start`);
+
 1. **rollouts** — the base model (and any other agents) on the target's tasks
    (:func:`~trace_gym.pipeline.stages.play_rollouts`);
 2. **analysis** — the capabilities failed trajectories lack (:func:`~trace_gym.pipeline.stages.analyze`);
@@ -54,12 +58,14 @@ from .stages import (
 )
 from .store import StageOutput, StageRecord, StageStore
 from .target import Target
+from .warm import WarmStart, WarmStartMismatch, WarmStartSettings, finished_warm_start, run_warm_start
 
 __all__ = [
     "STAGES", "TracePlan", "TraceRun", "run_trace", "adapter_name",
     "StageStore", "StageOutput", "StageRecord",
     "RolloutBudget", "BudgetExceeded", "BudgetedEnv",
     "Target",
+    "WarmStartSettings", "WarmStart", "WarmStartMismatch", "run_warm_start", "finished_warm_start",
     "RolloutJob", "Rollouts", "play_rollouts",
     "Analysis", "analyze",
     "Synthesis", "synthesize_envs", "capability_factory",

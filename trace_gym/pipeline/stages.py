@@ -205,7 +205,9 @@ class Synthesis(StageOutput):
 
 
 def _register(paths: list[str]) -> list[str]:
-    """Register each spec file's env id unless this process already has it; returns the ids in order."""
+    """Register each spec file's env id unless this process already has it from this very file (a spec
+    synthesized earlier into another folder, e.g. by an earlier run in the same process, is replaced);
+    returns the ids in order."""
     import gymnasium as gym
     import yaml
 
@@ -214,7 +216,8 @@ def _register(paths: list[str]) -> list[str]:
     ids = []
     for p in paths:
         env_id = f"trace/{yaml.safe_load(Path(p).read_text(encoding='utf-8'))['id']}-v0"
-        if env_id not in gym.registry:
+        known = gym.registry.get(env_id)
+        if known is None or str((known.kwargs or {}).get("spec")) != str(Path(p).resolve()):
             register_spec_files([Path(p)])
         ids.append(env_id)
     return ids

@@ -35,6 +35,7 @@ from .hf_models import (
     smollm2_gguf_path,
     tiny_test_model,
 )
+from .prefix_cache import PrefixKVCache, forward_kwargs, stack_prefixes
 from .prompting import (
     TOOL_FORMATS,
     TOOL_LISTINGS,
@@ -68,15 +69,6 @@ SMALL_MODEL_SAMPLING = {"temperature": 0.7, "top_p": 0.9}
 
 
 # ----------------------------------------------------------------------------- the policy
-
-def common_length(a: Sequence[int], b: Sequence[int]) -> int:
-    """Number of leading tokens ``a`` and ``b`` share (prefix caches here and in training use it)."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
 class HFPolicy:
     """Generate actions with a ``transformers`` causal LM.
 
@@ -89,12 +81,15 @@ class HFPolicy:
     how calls are written there (``hermes``, ``smollm2``, or ``auto``: the model's own,
     :func:`~trace_gym.policies.prompting.resolve_tool_format`).
 
-    ``prefix_cache`` keeps the KV cache of the longest token prefix the latest batch
-    shared (the system prompt and tool list, or a whole earlier turn of the same
-    conversation) and reuses it for later prompts that start with it, so a turn
-    costs the new tokens instead of the whole multi-thousand-token prompt.  One cache
-    is kept per :attr:`prefix_cache_key` (an adapter switcher sets it to the active
-    adapter's name); call :meth:`clear_prefix_cache` after changing the weights.
+    ``prefix_cache`` keeps the keys and values of the prefix a batch's prompts share
+    (the system prompt and tool list) and of each prompt (for the next turn of its
+    conversation), and reuses them for later prompts that start with them, so a turn
+    costs the new tokens instead of the whole multi-thousand-token prompt.  The cache
+    is a :class:`~trace_gym.policies.prefix_cache.PrefixKVCache` (the one the training
+    sampler uses too) of at most ``max_prefix_caches`` entries, each at least
+    ``min_prefix_tokens`` long.  Entries are kept per :attr:`prefix_cache_key` (an
+    adapter switcher sets it to the active adapter's name); call
+    :meth:`clear_prefix_cache` after changing the weights.
     """
 
     accepts_seeds = True
@@ -144,12 +139,11 @@ class HFPolicy:
         self.tool_listing = tool_listing
         self.tool_format = tool_format
         self.prefix_cache = prefix_cache
-        self.min_prefix_tokens = max(1, int(min_prefix_tokens))
-        self.max_prefix_caches = max(1, int(max_prefix_caches)) if max_prefix_caches else 2 * batch_size + 2
-        self.prefix_cache_key: Any = None
-        self._prefix_entries: dict[int, tuple[Any, list[int], list[tuple[Any, Any]]]] = {}
-        self._entry_counter = 0
-        self.prefix_stats = {"prompt_tokens": 0, "reused_tokens": 0, "prefilled_tokens": 0}
+        self._prefix = PrefixKVCache(
+            min_tokens=max(1, int(min_prefix_tokens)),
+            max_entries=max(1, int(max_prefix_caches)) if max_prefix_caches else 2 * batch_size + 2,
+            share_single=True,
+        )
         self.episode_seed: int | None = None
         self._native_tools: bool | None = None
         tokenizer.padding_side = "left"
@@ -259,103 +253,40 @@ class HFPolicy:
         return torch.cat(picks).to(logits.device)
 
     def _forward_kwargs(self) -> tuple[str, dict[str, Any]]:
-        """The cache argument's name (``cache`` in newer transformers, ``past_key_values`` before)
-        and ``logits_to_keep=1`` where supported (only the last position's logits are needed).
-
-        A PEFT wrapper's ``forward`` takes ``**kwargs`` and hands them to the base model,
-        so the base model's signature is the one that says what is accepted."""
-        import inspect
-
-        get_base = getattr(self.model, "get_base_model", None)
-        target = get_base() if callable(get_base) else self.model
-        params = inspect.signature(target.forward).parameters
-        name = "cache" if "cache" in params else "past_key_values"
-        extra = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
-        return name, extra
+        """The cache argument's name and ``logits_to_keep=1`` where supported
+        (:func:`~trace_gym.policies.prefix_cache.forward_kwargs`)."""
+        return forward_kwargs(self.model)
 
     # -- prefix KV cache ---------------------------------------------------------------
+    @property
+    def prefix_cache_key(self) -> Any:
+        """The namespace prefix cache entries are stored and found under (the active adapter)."""
+        return self._prefix.namespace
+
+    @prefix_cache_key.setter
+    def prefix_cache_key(self, key: Any) -> None:
+        self._prefix.namespace = key
+
+    @property
+    def prefix_stats(self) -> dict[str, int]:
+        """Prompt tokens seen, tokens reused from the prefix cache, tokens run to fill it."""
+        return self._prefix.stats
+
+    @property
+    def min_prefix_tokens(self) -> int:
+        return self._prefix.min_tokens
+
+    @property
+    def max_prefix_caches(self) -> int:
+        return self._prefix.max_entries
+
+    @property
+    def _prefix_entries(self) -> Any:
+        return self._prefix.entries
+
     def clear_prefix_cache(self) -> None:
         """Forget every cached prefix (needed after the model's weights change)."""
-        self._prefix_entries.clear()
-
-    def _best_entry(self, row: list[int], cap: int) -> tuple[int, Any]:
-        """The cached prefix sharing the most leading tokens with ``row`` (at most ``cap``)."""
-        best, best_id = 0, None
-        for entry_id, (key, ids, _) in self._prefix_entries.items():
-            if key != self.prefix_cache_key:
-                continue
-            n = min(common_length(ids, row), cap)
-            if n > best:
-                best, best_id = n, entry_id
-        if best < self.min_prefix_tokens:
-            return 0, None
-        return best, best_id
-
-    def _remember(self, ids: list[int], layers: list[tuple[Any, Any]]) -> None:
-        self._entry_counter += 1
-        self._prefix_entries[self._entry_counter] = (self.prefix_cache_key, ids, layers)
-        while len(self._prefix_entries) > self.max_prefix_caches:
-            self._prefix_entries.pop(next(iter(self._prefix_entries)))
-
-    def _touch(self, entry_id: Any) -> None:
-        if entry_id in self._prefix_entries:
-            self._prefix_entries[entry_id] = self._prefix_entries.pop(entry_id)
-
-    def _make_cache(self, layers: list[tuple[Any, Any]]) -> Any:
-        from transformers import DynamicCache
-
-        return DynamicCache(ddp_cache_data=layers, config=self.model.config)
-
-    def _extend(self, base_layers: list[tuple[Any, Any]] | None, have: int, ids: list[int], device: Any) -> list[tuple[Any, Any]]:
-        """KV of ``ids`` (batch 1), computing only the tokens after the first ``have``."""
-        torch = self._torch
-        cache_arg, extra = self._forward_kwargs()
-        cache = self._make_cache(base_layers) if base_layers else None
-        with torch.inference_mode():
-            out = self.model(
-                input_ids=torch.tensor([ids[have:]], dtype=torch.long, device=device),
-                attention_mask=torch.ones((1, len(ids)), dtype=torch.long, device=device),
-                position_ids=torch.arange(have, len(ids), device=device)[None, :],
-                use_cache=True,
-                **{cache_arg: cache},
-                **extra,
-            )
-        self.prefix_stats["prefilled_tokens"] += len(ids) - have
-        return [(layer.keys, layer.values) for layer in out.get(cache_arg).layers]
-
-    def _row_prefixes(self, rows: list[list[int]], device: Any) -> list[tuple[int, list[tuple[Any, Any]] | None]]:
-        """For each row, ``(length, per-layer (keys, values))`` of a cached prefix it starts with.
-
-        Each row takes the cached prefix that covers most of it (an earlier turn of
-        its own conversation, typically).  When the rows share a longer prefix than
-        the cache holds (the system prompt, on a first turn) it is computed once,
-        batch 1, and cached.  Every row keeps at least one token of its own, whose
-        logits start decoding.
-        """
-        caps = [len(r) - 1 for r in rows]
-        found = [self._best_entry(r, c) for r, c in zip(rows, caps, strict=True)]
-        shared = caps[0]
-        for r in rows[1:]:
-            shared = min(shared, common_length(rows[0], r))
-        shared = min(shared, min(caps))
-        out: list[tuple[int, list[tuple[Any, Any]] | None]] = []
-        if shared >= self.min_prefix_tokens and any(n < shared for n, _ in found):
-            n0, e0 = max(found, key=lambda f: min(f[0], shared))
-            n0 = min(n0, shared)
-            base = [(k[:, :, :n0, :], v[:, :, :n0, :]) for k, v in self._prefix_entries[e0][2]] if e0 is not None and n0 else None
-            layers = self._extend(base, n0 if base else 0, rows[0][:shared], device)
-            self._remember(list(rows[0][:shared]), layers)
-            shared_id = self._entry_counter
-            found = [(n, e) if n >= shared else (shared, shared_id) for n, e in found]
-        for n, entry_id in found:
-            if entry_id is None:
-                out.append((0, None))
-                continue
-            self._touch(entry_id)
-            layers = [(k[:, :, :n, :], v[:, :, :n, :]) for k, v in self._prefix_entries[entry_id][2]]
-            self.prefix_stats["reused_tokens"] += n
-            out.append((n, layers))
-        return out
+        self._prefix.clear()
 
     def generate(self, prompts: Sequence[str], seeds: Sequence[int | None] | None = None) -> list[str]:
         """Continue each prompt until an end-of-sequence token or ``max_new_tokens``."""
@@ -374,9 +305,9 @@ class HFPolicy:
                 f"{self.policy_id}: prompt of {longest} tokens plus max_new_tokens={self.max_new_tokens} "
                 f"exceeds the model's context of {limit} tokens"
             )
-        self.prefix_stats["prompt_tokens"] += sum(len(r) for r in rows)
         batch = len(rows)
-        prefixes = self._row_prefixes(rows, device) if self.prefix_cache else [(0, None)] * batch
+        with torch.inference_mode():
+            prefixes = self._prefix.row_prefixes(self.model, rows, device, reuse=self.prefix_cache)
         lengths = [n for n, _ in prefixes]
         start = max(lengths)
         own_lengths = [len(r) - n for r, n in zip(rows, lengths, strict=True)]
@@ -397,16 +328,8 @@ class HFPolicy:
 
         total = start + width + self.max_new_tokens
         cache = StaticCache(config=self.model.config, max_cache_len=total)
-        if start:
-            first = next(layers for _, layers in prefixes if layers)
-            for j in range(len(first)):
-                k0, v0 = first[j]
-                k = k0.new_zeros((batch, k0.shape[1], start, k0.shape[3]))
-                v = v0.new_zeros((batch, v0.shape[1], start, v0.shape[3]))
-                for i, (n, row_layers) in enumerate(prefixes):
-                    if n:
-                        k[i, :, start - n :, :] = row_layers[j][0][0]
-                        v[i, :, start - n :, :] = row_layers[j][1][0]
+        if start:  # each row's cached prefix ends at column ``start``
+            for j, (k, v) in enumerate(stack_prefixes(prefixes, start, [(start - n, n) for n in lengths])):
                 cache.update(k, v, j)
         full_mask = torch.zeros((batch, total), dtype=mask.dtype, device=device)
         full_mask[:, : start + width] = mask
@@ -423,8 +346,10 @@ class HFPolicy:
                     input_ids=step_ids, attention_mask=mask, position_ids=step_pos, use_cache=True, **{cache_arg: cache}, **extra
                 )
                 cache = out.get(cache_arg)
-                if step == 0 and self.prefix_cache:
-                    self._store_prompts(rows, lengths, own_lengths, start, width, cache)
+                if step == 0 and self.prefix_cache:  # each row's prompt, for its conversation's next turn
+                    columns = [[*range(start - n, start), *range(start + width - m, start + width)] if m > 1 else None
+                               for n, m in zip(lengths, own_lengths, strict=True)]
+                    self._prefix.store_batch(self.model, rows, cache, columns)
                 nxt = self._pick(out.logits[:, -1, :].float(), generators)
                 is_eos = torch.isin(nxt, eos)
                 for i, (tok, stop, done) in enumerate(zip(nxt.tolist(), is_eos.tolist(), finished.tolist(), strict=True)):
@@ -438,14 +363,3 @@ class HFPolicy:
                 step_pos = step_pos[:, -1:] + 1
                 mask[:, start + width + step] = 1
         return [self.tokenizer.decode(p, skip_special_tokens=True) for p in produced]
-
-    def _store_prompts(self, rows: list[list[int]], lengths: list[int], own: list[int], start: int, width: int, cache: Any) -> None:
-        """Cache each row's whole prompt, for the next turn of its conversation."""
-        torch = self._torch
-        for i, (r, n, m) in enumerate(zip(rows, lengths, own, strict=True)):
-            if len(r) < self.min_prefix_tokens or m <= 1:
-                continue
-            idx = torch.cat([torch.arange(start - n, start), torch.arange(start + width - m, start + width)])
-            idx = idx.to(cache.layers[0].keys.device)
-            layers = [(layer.keys[i : i + 1].index_select(2, idx), layer.values[i : i + 1].index_select(2, idx)) for layer in cache.layers]
-            self._remember(list(r), layers)

@@ -121,8 +121,9 @@ def tool_instructions(tools: list[dict[str, Any]], listing: str = "compact", too
             "You can call functions to do what the user asks. These are the functions you can call:\n"
             f"<tools>{listed}</tools>\n\n"
             "To call functions, reply with the list of calls in this format and nothing else:\n"
-            '<tool_call>[\n{"name": "function_name", "arguments": {"argument_name": "value"}}\n]</tool_call>\n'
-            "Use only the functions listed above and give each argument a value of its declared type.\n"
+            '<tool_call>[\n{"name": <a function listed above>, "arguments": {<argument>: <value>, ...}}\n]</tool_call>\n'
+            "Write the real function name and argument names in double quotes, and give each argument a value "
+            "of its declared type.\n"
             "To talk to the user (to answer, to ask for missing information, or to say that no function can do "
             "what they ask), reply with plain text, without <tool_call>."
         )

@@ -78,7 +78,9 @@ class DomainSpec:
     tau2_view: View | None = None
     user_tau2_view: View | None = None
     sync: Callable[[Any], None] | None = None
-    """Called with the episode's :class:`~trace_gym.tau2.engine.Tau2Environment` after every successful call."""
+    """Called with the episode's :class:`~trace_gym.tau2.engine.Tau2Environment` after every successful call
+    that changed a database.  It must read only the databases and leave them synced: run twice in a row,
+    the second run changes nothing (the engine skips it)."""
     solo_error: str | None = None
     """``None``: solo mode supported; else the ``ValueError`` text tau2 raises."""
 

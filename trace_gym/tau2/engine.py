@@ -140,6 +140,7 @@ class Tau2Environment:
             overlap = set(self.tools.TOOL_KINDS) & set(self.user_tools.TOOL_KINDS)
             if overlap:
                 raise ValueError(f"Tool names overlap: {overlap}")
+        self._synced: tuple[Any, ...] | None = None  # the state the last sync left (see :meth:`sync_tools`)
         self.sync_tools()
 
     # ---- schemas and kinds
@@ -244,7 +245,7 @@ class Tau2Environment:
         try:
             value = self.make_tool_call(name, arguments, requestor)
             if self.spec.sync is not None:
-                self.spec.sync(self)
+                self.sync_tools()
         except Exception as exc:  # every failure becomes an error result, as in tau2
             return ToolResult(f"Error: {exc}", True)
         try:
@@ -268,9 +269,22 @@ class Tau2Environment:
             text = self.user_db._base.model_text(data)
         return json.dumps(data, default=str) if text is None else text
 
+    def _state_key(self) -> tuple[Any, ...]:
+        u = self.user_db
+        return (self.db, self.db.version, u, 0 if u is None else u.version)
+
     def sync_tools(self) -> None:
-        if self.spec.sync is not None:
-            self.spec.sync(self)
+        """Run the domain's ``sync`` — unless the state is still the one the last sync left.
+
+        A sync is a function of the databases that leaves them synced (running it twice in a
+        row changes nothing), and every change to a database changes its version, so a state
+        seen right after a sync needs none.
+        """
+        sync = self.spec.sync
+        if sync is None or self._state_key() == self._synced:
+            return
+        sync(self)
+        self._synced = self._state_key()
 
     # ---- env functions / assertions
     def _kit(self, env_type: str) -> Toolkit:

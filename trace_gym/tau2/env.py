@@ -49,6 +49,7 @@ from trace_gym.core.tools import Tool, ToolError, ToolResult, ToolSet
 
 from .domain_spec import DomainData, load_domain
 from .engine import Tau2Environment
+from .evaluator import evaluate  # at import, not in the first episode's last step
 from .users import STOP, UserContext, UserSimulator, is_user_stop, make_user
 
 __all__ = ["Tau2Env", "GREETING", "DONE_TOOL", "agent_system_prompt", "to_tau2_messages"]
@@ -323,8 +324,6 @@ class Tau2Env(ToolEnv):
         return tasks[int(self.np_random.integers(len(tasks)))]
 
     def _evaluate(self) -> tuple[float, dict[str, Any]]:
-        from .evaluator import evaluate
-
         assert self._task is not None and self._env is not None
         reason = self._termination_reason or "max_steps"
         ev = evaluate(self._task, self._traj, reason, self.data, solo_mode=self.solo_mode, judge=self.judge,
@@ -372,16 +371,22 @@ class Tau2Env(ToolEnv):
         assert self._env is not None
         return self._env.get_response(name, arguments, requestor)
 
-    def _run_calls(self, calls: list[dict[str, Any]], requestor: str) -> list[dict[str, Any]]:
-        """Execute one message's calls (one tau2 step); returns the τ² tool messages."""
+    def _run_calls(self, calls: list[dict[str, Any]], requestor: str,
+                   answers: list[ToolResult] | None = None) -> list[dict[str, Any]]:
+        """Execute one message's calls (one tau2 step); returns the τ² tool messages (and appends
+        each call's :class:`ToolResult` to ``answers`` when given)."""
+        assert self._env is not None
+        get_response, traj = self._env.get_response, self._traj
         results = []
         for tc in calls:
-            res = self._execute(tc["name"], tc.get("arguments") or {}, requestor)
+            res = get_response(tc["name"], tc.get("arguments") or {}, requestor)
             if res.error:
                 self._num_errors += 1
             tm = {"role": "tool", "id": tc.get("id"), "content": res.content, "requestor": requestor, "error": res.error}
             results.append(tm)
-            self._traj.append(tm)
+            traj.append(tm)
+            if answers is not None:
+                answers.append(res)
         self._tau2_steps += 1
         return results
 
@@ -456,8 +461,10 @@ class Tau2Env(ToolEnv):
             t_calls = [{"id": tc["id"], "name": name, "arguments": arguments, "requestor": "assistant"}
                        for tc, (name, arguments) in zip(tool_calls, parsed.calls, strict=True)]
             self._traj.append({"role": "assistant", "content": None, "tool_calls": t_calls})
-            for tc, r in zip(tool_calls, self._run_calls(t_calls, "assistant"), strict=True):
-                self._record_result(tc, ToolResult(r["content"], r["error"]), extra)
+            answers: list[ToolResult] = []
+            self._run_calls(t_calls, "assistant", answers)
+            for tc, res in zip(tool_calls, answers, strict=True):
+                self._record_result(tc, res, extra)
         self._check_limits()
 
     def _act_message(self, parsed: ParsedAction, extra: dict[str, Any]) -> None:

@@ -30,15 +30,15 @@ malformed inputs raise :class:`EvaluationInputError` with a message naming the o
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .extractors import extract_candidates
+from .matching import best_assignment
 from .scenarios import Constraint, FrozenDict, Milestone, Scenario, automatic_guardrails, thaw
-from .similarity import table_similarity
+from .similarity import column_similarity, table_similarity
 from .trajectory import DB_SCHEMAS, ROLES, EvaluationInputError, Trajectory, first_user_index, turn_count
 
 __all__ = [
@@ -113,11 +113,27 @@ def _snapshot(prep: _Prepared, rows: Sequence[Mapping[str, Any]], target_rows: S
     return table_similarity(rows, DB_SCHEMAS[c.database], target_rows, c.column_similarity)
 
 
+def _unfillable(prep: _Prepared, current: Mapping[str, Any]) -> bool:
+    """Whether ``current`` scores 0 against the targets whatever fills their ``fill_to`` column:
+    there is not exactly one target row (a message is one row), a target column is not in the
+    table, or another column scores 0 (its cost is infinite, so the row's is)."""
+    c = prep.constraint
+    if len(prep.target_rows) != 1:
+        return True
+    columns = DB_SCHEMAS[c.database]
+    for col, value in prep.target_rows[0].items():
+        if col not in columns:
+            return True
+        if col != c.fill_to and column_similarity(c.column_similarity[col], col, current.get(col), value) <= 0.0:
+            return True
+    return False
+
+
 def _tool_trace_dependant(prep: _Prepared, current: Mapping[str, Any], reference: Mapping[str, Any]) -> float:
     c = prep.constraint
     assert c.extractor is not None
     traces = reference.get("tool_trace")
-    if traces is None:
+    if traces is None or _unfillable(prep, current):
         return 0.0
     candidates: list[dict[str, Any]] = []
     for trace in traces:
@@ -186,56 +202,101 @@ def constraint_similarity(
 # --------------------------------------------------------------------------- matching milestones
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _reference_keys(trajectory: Trajectory, constraint: Constraint) -> list[int]:
+    """For every message index, a name of what ``constraint`` reads there as its reference:
+    equal names, equal similarities.  A ``tool_trace_dependant`` constraint reads only the
+    candidates its extractor draws from the reference message's ``tool_trace``: messages with
+    none share -1 (they score 0), messages with the same plain candidates share a name."""
+    if constraint.similarity != "tool_trace_dependant" or constraint.database != "SANDBOX":
+        return trajectory.state_keys(constraint.database)
+    assert constraint.extractor is not None
+    names: dict[tuple[Any, ...], int] = {}
+    out = []
+    for i, row in enumerate(trajectory.messages):
+        found = [c for trace in row["tool_trace"] or () for c in extract_candidates(constraint.extractor, trace)]
+        if not found:
+            out.append(-1)
+        elif all(isinstance(v, _SCALARS) for c in found for v in c.values()):
+            # types and reprs too: 1, 1.0 and True are equal but fill a template differently
+            out.append(names.setdefault(tuple(tuple((k, type(v), repr(v)) for k, v in c.items()) for c in found), i))
+        else:
+            out.append(i)
+    return out
+
+
 class _NodeScorer:
-    """Similarity of one milestone at an index given the mapping so far, with per-constraint caches."""
+    """Similarity of one milestone at an index given the indices of the nodes it references,
+    with per-constraint caches keyed by the states the constraint reads."""
 
     def __init__(self, node: Milestone, trajectory: Trajectory, first_index: int) -> None:
         self.trajectory = trajectory
-        self.first_index = first_index
-        self.items: list[tuple[_Prepared, dict[tuple[int, int | None], float]]] = []
-        for c in node.constraints:
-            self.items.append((_prepare(c), {}))
+        constraints = list(node.constraints)
         for g in node.guardrails:
-            guard = Constraint(
-                database=g.database,
-                similarity="guardrail",
-                reference=g.reference,
-                target_columns=(),
-                target_dtypes=FrozenDict(),
-                target_rows=(),
-                column_similarity=FrozenDict(),
+            constraints.append(
+                Constraint(
+                    database=g.database,
+                    similarity="guardrail",
+                    reference=g.reference,
+                    target_columns=(),
+                    target_dtypes=FrozenDict(),
+                    target_rows=(),
+                    column_similarity=FrozenDict(),
+                )
             )
-            self.items.append((_prepare(guard), {}))
-        self.count = sum(1 for p, _ in self.items if p.constraint.similarity != "guardrail")
-        self.references = tuple(sorted({p.constraint.reference for p, _ in self.items} - {None, -1}))
-        self.memo: dict[tuple[int, ...], float] = {}
+        self.count = sum(1 for c in constraints if c.similarity != "guardrail")
+        # the other nodes whose index the score reads, and for each the key lists of what it reads there
+        self.references = tuple(sorted({c.reference for c in constraints} - {None, -1}))
+        self.reference_reads: dict[int, list[list[int]]] = {r: [] for r in self.references}
+        # per constraint: prepared, cache, keys at the current index, reference position (None: no
+        # reference, -1: the first index) and keys at the reference's index
+        self.items: list[tuple[_Prepared, dict[tuple[int, int | None], float], list[int], int | None, list[int]]] = []
+        # guardrails (0 or 1, so where they sit in the product changes no bit) first: one that fails ends it
+        for c in sorted(constraints, key=lambda c: c.similarity != "guardrail"):
+            ref_keys = _reference_keys(trajectory, c)
+            if c.reference is None or c.reference == -1:
+                position = None if c.reference is None else -1
+            else:
+                position = self.references.index(c.reference)
+                if all(keys is not ref_keys for keys in self.reference_reads[c.reference]):
+                    self.reference_reads[c.reference].append(ref_keys)
+            self.items.append((_prepare(c), {}, trajectory.state_keys(c.database), position, ref_keys))
+        self.first_index = first_index
 
-    def score(self, index: int, mapping: Mapping[int, int]) -> float:
-        memo_key = (index, *(mapping[r] for r in self.references))
-        value = self.memo.get(memo_key)
+    def _value(self, item: tuple[Any, ...], index: int, ref: int | None) -> float:
+        prep, cache, now_keys, _, ref_keys = item
+        key = (now_keys[index], None if ref is None else ref_keys[ref])
+        value = cache.get(key)
         if value is None:
-            value = self.memo[memo_key] = self._score(index, mapping)
+            value = cache[key] = constraint_similarity(prep, self.trajectory, index, ref)
         return value
 
-    def _score(self, index: int, mapping: Mapping[int, int]) -> float:
+    def score(self, index: int, held: Sequence[int]) -> float:
+        """Similarity at ``index`` when ``self.references`` are matched at the indices ``held``."""
         product = 1.0
-        for prep, cache in self.items:
-            c = prep.constraint
-            if c.reference is None:
-                ref = None
-            elif c.reference == -1:
-                ref = self.first_index
-            else:
-                ref = mapping[c.reference]
-            key = (
-                self.trajectory.state_key(c.database, index),
-                self.trajectory.state_key(c.database, ref) if ref is not None else None,
-            )
-            value = cache.get(key)
-            if value is None:
-                value = constraint_similarity(prep, self.trajectory, index, ref)
-                cache[key] = value
+        for item in self.items:
+            position = item[3]
+            ref = None if position is None else self.first_index if position < 0 else held[position]
+            value = self._value(item, index, ref)
+            if not value:
+                return 0.0
             product *= value
+        return math.pow(product, 1 / self.count)
+
+    def upper(self, index: int) -> float:
+        """A bound on :meth:`score` at ``index`` whatever the references hold: the constraints that
+        read a reference count as 1, except a ``tool_trace_dependant`` one that no fill can match."""
+        product = 1.0
+        for item in self.items:
+            prep, position = item[0], item[3]
+            c = prep.constraint
+            if position is None or position < 0:
+                product *= self._value(item, index, None if position is None else self.first_index)
+            elif c.similarity == "tool_trace_dependant" and c.database == "SANDBOX":
+                if _unfillable(prep, self.trajectory.messages[index]):
+                    return 0.0
         return math.pow(product, 1 / self.count)
 
 
@@ -244,63 +305,32 @@ def _match(
 ) -> tuple[dict[int, tuple[int, float]], float | None]:
     """Best mapping of nodes to message indices and its mean similarity (None when there are no nodes).
 
-    Exhaustive depth-first search in upstream's order (EVALUATION.md §5): at each level every
-    ready node is scored at every index from the last assigned index on; candidates are tried by
-    descending similarity, then node, then index; a candidate is skipped when even perfect scores
-    for the rest could not beat the level's best; only a strictly larger sum replaces it.
+    The mapping upstream's exhaustive search finds (EVALUATION.md §5), by :func:`best_assignment`;
+    the mean is the similarities summed in assignment order, divided by the number of nodes.
     """
     if not nodes:
         return {}, None
     scorers = [_NodeScorer(node, trajectory, first_index) for node in nodes]
-    graph_nodes = set(range(len(nodes))) if len(nodes) == 1 else {x for e in edges for x in e}
-    preds: dict[int, set[int]] = {i: set() for i in graph_nodes}
-    for a, b in edges:
-        preds[b].add(a)
-    last = trajectory.last_index
-
-    # A subtree's outcome depends only on what its nodes can see: the nodes left, the lower
-    # bound, the indices of already-assigned nodes they reference and the exact running sum.
-    # Equal keys therefore give identical searches, so their results are reused.
-    refs_of = {m: set(scorers[m].references) for m in graph_nodes}
-    memo: dict[tuple[Any, ...], tuple[tuple[tuple[int, int, float], ...], float]] = {}
-
-    def search(
-        assigned: tuple[tuple[int, int, float], ...], assigned_sum: float, remaining: frozenset[int]
-    ) -> tuple[tuple[tuple[int, int, float], ...], float]:
-        """Best continuation (the assignments it adds) of ``assigned`` and its total sum."""
-        if not remaining:
-            return (), assigned_sum
-        lower = assigned[-1][1] if assigned else first_index
-        mapping = {m: idx for m, idx, _ in assigned}
-        seen = sorted({r for m in remaining for r in refs_of[m]} & mapping.keys())
-        key = (remaining, lower, tuple(mapping[r] for r in seen), tuple(seen), assigned_sum)
-        cached = memo.get(key)
-        if cached is not None:
-            return cached
-        heap = []
-        for m in sorted(remaining):
-            if preds[m] & remaining:
-                continue
-            for idx in range(lower, last + 1):
-                heap.append((-scorers[m].score(idx, mapping), m, idx))
-        heapq.heapify(heap)
-        best: tuple[tuple[int, int, float], ...] = ()
-        best_sum = -1.0
-        while heap:
-            neg, m, idx = heapq.heappop(heap)
-            sim = -neg
-            if assigned_sum + sim + len(remaining) - 1 <= best_sum:
-                continue
-            step = ((m, idx, sim),)
-            found, total = search(assigned + step, assigned_sum + sim, remaining - {m})
-            if total > best_sum:
-                best, best_sum = step + found, total
-        memo[key] = (best, best_sum)
-        return best, best_sum
-
-    found, total = search((), 0, frozenset(graph_nodes))
-    mapping = {m: (idx, sim) for m, idx, sim in sorted(found)}
-    return mapping, total / len(nodes)
+    graph_nodes = sorted(set(range(len(nodes))) if len(nodes) == 1 else {x for e in edges for x in e})
+    reads: dict[int, list[list[int]]] = {}
+    for scorer in scorers:
+        for r, key_lists in scorer.reference_reads.items():
+            known = reads.setdefault(r, [])
+            known.extend(keys for keys in key_lists if all(keys is not k for k in known))
+    path = best_assignment(
+        graph_nodes,
+        edges,
+        {m: scorers[m].references for m in graph_nodes},
+        lambda m, index, held: scorers[m].score(index, held),
+        first_index,
+        trajectory.last_index,
+        reference_keys={r: list(zip(*key_lists, strict=True)) for r, key_lists in reads.items()},
+        upper=lambda m, index: scorers[m].upper(index),
+    )
+    total: float = 0
+    for _, _, sim in path:
+        total += sim
+    return {m: (index, sim) for m, index, sim in sorted(path)}, total / len(nodes)
 
 
 # --------------------------------------------------------------------------- the result

@@ -75,13 +75,20 @@ class ToolBox:
         self.kb = kb if kb is not None else self.catalog.kb
         specs = self.catalog.specs
         if names is None:
-            chosen = [n for n, s in specs.items() if "AGENT" in s.visible_to]
+            self.specs: dict[str, ToolSpec] = {n: s for n, s in specs.items() if "AGENT" in s.visible_to}
         else:
             chosen = list(names)
             unknown = [n for n in chosen if n not in specs]
             if unknown:
                 raise ValueError(f"unknown ToolSandbox tool(s) {unknown}; known: {sorted(specs)}")
-        self.specs: dict[str, ToolSpec] = {n: specs[n] for n in specs if n in set(chosen)}
+            wanted = set(chosen)
+            self.specs = {n: s for n, s in specs.items() if n in wanted}
+
+    def on(self, world: World) -> ToolBox:
+        """The same tools (catalogue, knowledge base) over another world."""
+        box = ToolBox.__new__(ToolBox)
+        box.world, box.catalog, box.kb, box.specs = world, self.catalog, self.kb, self.specs
+        return box
 
     @property
     def names(self) -> list[str]:

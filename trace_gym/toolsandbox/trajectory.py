@@ -222,24 +222,26 @@ class Trajectory:
         self._tags[db] = tags
         self._tables[db] = [rows for _, rows in entries]
 
-    def _slot(self, db: str, index: int) -> int:
-        """Position of the snapshot in effect at ``index`` (-1: before any snapshot, an empty table)."""
-        slots = self._slots.get(db)
-        if slots is None:
-            tags = self._tags[db]
-            slots, k = [], -1
-            for i in range(self.last_index + 1):
-                while k + 1 < len(tags) and tags[k + 1] <= i:
-                    k += 1
-                slots.append(k)
-            self._slots[db] = slots
-        return slots[index]
+    def state_keys(self, db: str) -> list[int]:
+        """``state_key(db, i)`` for every message index ``i``, as one list (built once)."""
+        keys = self._slots.get(db)
+        if keys is None:
+            if db == "SANDBOX":
+                keys = list(range(self.last_index + 1))
+            else:  # the position of the snapshot in effect (-1: before any snapshot, an empty table)
+                tags, keys, k = self._tags[db], [], -1
+                for i in range(self.last_index + 1):
+                    while k + 1 < len(tags) and tags[k + 1] <= i:
+                        k += 1
+                    keys.append(k)
+            self._slots[db] = keys
+        return keys
 
     def state(self, db: str, index: int) -> list[dict[str, Any]]:
         if db == "SANDBOX":
             return [self.messages[index]]
-        slot = self._slot(db, index)
+        slot = self.state_keys(db)[index]
         return self._tables[db][slot] if slot >= 0 else []
 
     def state_key(self, db: str, index: int) -> int:
-        return index if db == "SANDBOX" else self._slot(db, index)
+        return self.state_keys(db)[index]

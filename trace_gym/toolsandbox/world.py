@@ -5,7 +5,12 @@ database is a list of snapshots ``(sandbox_message_index, rows)``; the state "at
 index *i*" is the last snapshot whose tag is at most *i*.  Writes go to the snapshot
 tagged :attr:`World.write_index` (the index the answer to the message being processed
 will get), which is created as a copy of the latest snapshot on first write.  Rows are
-plain dicts whose key order is the database's column order.
+plain dicts of scalars whose key order is the database's column order.
+
+Snapshots are copy-on-write: :meth:`World.copy` shares every snapshot with the copy, and a
+world copies a snapshot's rows before it first changes them after sharing them.  A
+:meth:`World.savepoint` makes the next writes copy too, so :meth:`World.rollback` undoes
+them without any copy having been taken up front.
 
 A world also carries the frozen clock (``now``) and the generator of new row ids.
 There is no module-level state: every environment owns its own world.
@@ -13,7 +18,6 @@ There is no module-level state: every environment owns its own world.
 
 from __future__ import annotations
 
-import copy
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -65,16 +69,25 @@ def counter_ids(prefix: str = "toolsandbox-conformance/") -> Callable[[], str]:
     return draw
 
 
+_COLUMN_SETS: dict[str, frozenset[str]] = {db: frozenset(cols) for db, cols in COLUMNS.items()}
+_FLOATS_OF: dict[str, tuple[str, ...]] = {db: tuple(c for c in cols if c in FLOAT_COLUMNS) for db, cols in COLUMNS.items()}
+
+
 def _normalise(db: str, row: dict[str, Any]) -> dict[str, Any]:
-    unknown = set(row) - set(COLUMNS[db])
-    if unknown:
-        raise WorldError(f"unknown column(s) {sorted(unknown)} for database {db}")
-    out: dict[str, Any] = {}
-    for col in COLUMNS[db]:
-        v = row.get(col)
-        if col in FLOAT_COLUMNS and isinstance(v, (int, float)) and not isinstance(v, bool):
-            v = float(v)
-        out[col] = v
+    """A copy of ``row`` with every column of ``db`` in order (missing ones null), integers in float columns as floats."""
+    cols = COLUMNS[db]
+    if type(row) is dict and tuple(row) == cols:  # already every column, in order: a plain copy
+        out = dict(row)
+    else:
+        if not _COLUMN_SETS[db].issuperset(row):
+            unknown = set(row) - set(cols)
+            raise WorldError(f"unknown column(s) {sorted(unknown)} for database {db}")
+        get = row.get
+        out = {col: get(col) for col in cols}
+    for col in _FLOATS_OF[db]:
+        v = out[col]
+        if v is not None and type(v) is not float and isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[col] = float(v)
     return out
 
 
@@ -99,6 +112,8 @@ class World:
         self.now = float(now)
         self.new_id: Callable[[], str] = new_id or counter_ids()
         self.write_index = max(s[-1][0] for s in self._snaps.values()) + 1
+        # db -> the latest snapshot's rows when this world alone holds them (may change them in place)
+        self._own: dict[str, list[dict[str, Any]]] = {}
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -116,7 +131,7 @@ class World:
         """
         tables = dict(tables)
         tables.setdefault("SETTING", [dict(BASE_SETTINGS)])
-        return cls({db: [(0, [dict(r) for r in rows])] for db, rows in tables.items()}, now=now, new_id=new_id)
+        return cls({db: [(0, rows)] for db, rows in tables.items()}, now=now, new_id=new_id)  # rows are copied there
 
     @classmethod
     def from_scenario(
@@ -150,6 +165,10 @@ class World:
         """Copies of the rows of the latest snapshot of ``db``."""
         return [dict(r) for r in self._latest(db)]
 
+    def latest_rows(self, db: str) -> list[dict[str, Any]]:
+        """The rows of the latest snapshot of ``db`` themselves, not copies: read them, never change them."""
+        return self._latest(db)
+
     def _latest(self, db: str) -> list[dict[str, Any]]:
         try:
             return self._snaps[db][-1][1]
@@ -179,23 +198,48 @@ class World:
         }
 
     def copy(self) -> World:
-        """An independent copy that shares the id source (ids keep counting across copies)."""
+        """An independent copy that shares the id source (ids keep counting across copies).
+
+        Nothing is copied now: both worlds share the snapshots, and each copies a snapshot's
+        rows before it first changes them.
+        """
         new = World.__new__(World)
-        new._snaps = copy.deepcopy(self._snaps)
+        new._snaps = {db: list(snaps) for db, snaps in self._snaps.items()}
+        new._own = {}
+        self._own = {}  # the rows are shared from now on
         new.now = self.now
         new.new_id = self.new_id
         new.write_index = self.write_index
         return new
 
+    def savepoint(self) -> dict[str, tuple[int, tuple[int, list[dict[str, Any]]]]]:
+        """A mark to :meth:`rollback` to: later writes copy the rows they change first."""
+        self._own = {}
+        return {db: (len(snaps), snaps[-1]) for db, snaps in self._snaps.items()}
+
+    def rollback(self, mark: dict[str, tuple[int, tuple[int, list[dict[str, Any]]]]]) -> None:
+        """Undo every write since :meth:`savepoint` returned ``mark`` (the clock and ids are kept)."""
+        for db, (n, last) in mark.items():
+            snaps = self._snaps[db]
+            del snaps[n:]
+            snaps[n - 1] = last
+        self._own = {}
+
     # ------------------------------------------------------------------ writing
     def _target(self, db: str) -> list[dict[str, Any]]:
         snaps = self._snaps[db]
         tag, rows = snaps[-1]
-        if tag < self.write_index:
-            snaps.append((self.write_index, [dict(r) for r in rows]))
-        elif tag > self.write_index:
+        if tag > self.write_index:
             raise WorldError(f"cannot write {db} at index {self.write_index}: a later snapshot ({tag}) exists")
-        return snaps[-1][1]
+        if tag == self.write_index and self._own.get(db) is rows:
+            return rows
+        copied = [dict(r) for r in rows]
+        if tag < self.write_index:
+            snaps.append((self.write_index, copied))
+        else:  # this snapshot is shared (with a copy or a savepoint): change a copy of it
+            snaps[-1] = (tag, copied)
+        self._own[db] = copied
+        return copied
 
     def add(self, db: str, rows: Iterable[dict[str, Any]]) -> None:
         """Append rows (missing columns are null)."""

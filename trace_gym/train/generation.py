@@ -32,17 +32,19 @@ def transformers_generate_fn(trainer: Any, *, prefix_cache: bool = True, min_pre
     """A ``GenerateFn`` that samples with the trainer's (LoRA) model and its generation config.
 
     With ``prefix_cache`` the keys and values of tokens already seen are reused
-    (:class:`~trace_gym.train.shared_prefix.PrefixKVStore`): the prefix a batch's
-    episodes share is run once, and each episode's next turn starts from the cache
-    of its previous one.  The samples are the ones the uncached call draws: the same
-    model inputs at the same positions, the same random draws.  The cache lives as
-    long as the returned function, which the rollout function makes afresh for each
-    batch of rollouts (the weights change between batches).
+    (:class:`~trace_gym.policies.prefix_cache.PrefixKVCache`, the cache the policy
+    uses too): the prefix a batch's episodes share is run once, and each episode's
+    next turn starts from the cache of its previous one.  The samples are the ones
+    the uncached call draws: the same model inputs at the same positions, the same
+    random draws.  The cache lives as long as the returned function, which the
+    rollout function makes afresh for each batch of rollouts (the weights change
+    between batches).
     """
     import torch
     from trl.models import unwrap_model_for_generation
 
-    from .shared_prefix import PrefixKVStore, supported
+    from ..policies.prefix_cache import PrefixKVCache, cache_argument
+    from .shared_prefix import supported
 
     tok = trainer.processing_class
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else stop_token_ids(trainer)[0]
@@ -76,11 +78,9 @@ def transformers_generate_fn(trainer: Any, *, prefix_cache: bool = True, min_pre
             # A cache the generation config asks for (e.g. static) is generate's own to build.
             if use_cache and getattr(config, "cache_implementation", None) is None:
                 if state["store"] is None or state["store"].model is not model:
-                    state["store"] = PrefixKVStore(model, min_tokens=min_prefix_tokens, max_entries=4 * len(prompts) + 4)
+                    state["store"] = PrefixKVCache(min_tokens=min_prefix_tokens, max_entries=4 * len(prompts) + 4)
                 cache = _prefilled_cache(state["store"], model, prompts, width, device)
                 if cache is not None:
-                    from .shared_prefix import cache_argument
-
                     extra[cache_argument(model)] = cache
                 config.return_dict_in_generate = True
             out = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device), generation_config=config, **extra)
@@ -88,7 +88,7 @@ def transformers_generate_fn(trainer: Any, *, prefix_cache: bool = True, min_pre
         sequences = out.sequences if cached else out
         new = [_cut_after_stop(row, stops) for row in sequences[:, width:].cpu().tolist()]
         if cached and state["store"] is not None:
-            _store_rows(state["store"], prompts, new, width, getattr(out, "cache", None) or getattr(out, "past_key_values", None))
+            _store_rows(state["store"], model, prompts, new, width, getattr(out, "cache", None) or getattr(out, "past_key_values", None))
         return new
 
     generate.prefix_state = state  # type: ignore[attr-defined]
@@ -102,42 +102,30 @@ def _prefilled_cache(store: Any, model: Any, prompts: list[list[int]], width: in
     is the same for all rows; its columns before ``pad_i`` are padding (masked, left
     zero) and the rest come from the store.  ``None`` when nothing is known.
     """
-    from transformers import DynamicCache
+    from ..policies.prefix_cache import make_cache, stack_prefixes
 
-    found = store.row_prefixes(prompts, device)
+    found = store.row_prefixes(model, prompts, device)
     known = [n for n, _ in found]
     c = width - max(len(p) - n for p, n in zip(prompts, known, strict=True))
     if c <= 0:
         return None
-    first = next(layers for _, layers in found if layers)
-    layers = []
-    for j, (k0, v0) in enumerate(first):
-        k = k0.new_zeros((len(prompts), k0.shape[1], c, k0.shape[3]))
-        v = v0.new_zeros((len(prompts), v0.shape[1], c, v0.shape[3]))
-        for i, (p, (_, row_layers)) in enumerate(zip(prompts, found, strict=True)):
-            pad = width - len(p)
-            m = c - pad  # this row's real tokens in the cached columns (<= n by the choice of c)
-            if m > 0:
-                k[i, :, pad:c] = row_layers[j][0][0, :, :m]
-                v[i, :, pad:c] = row_layers[j][1][0, :, :m]
-        layers.append((k, v))
-    return DynamicCache(ddp_cache_data=layers, config=model.config)
+    # Row i's real tokens in the cached columns: c - pad_i of them (<= its known n by the choice of c).
+    placements = [(width - len(p), c - (width - len(p))) for p in prompts]
+    return make_cache(model, stack_prefixes(found, c, placements))
 
 
-def _store_rows(store: Any, prompts: list[list[int]], new: list[list[int]], width: int, cache: Any) -> None:
+def _store_rows(store: Any, model: Any, prompts: list[list[int]], new: list[list[int]], width: int, cache: Any) -> None:
     """Keep each row's prompt and sampled turn (as far as their keys/values were computed) for its next turn."""
     if cache is None or not getattr(cache, "layers", None):
         return
     total = cache.layers[0].keys.shape[-2]
     fed = total - width  # sampled tokens fed back through the model
-    rows, per_row = [], []
-    for i, (p, out) in enumerate(zip(prompts, new, strict=True)):
+    rows, columns = [], []
+    for p, out in zip(prompts, new, strict=True):
         g = max(0, min(len(out), fed))
-        pad = width - len(p)
         rows.append(list(p) + list(out[:g]))
-        per_row.append([(layer.keys[i : i + 1, :, pad : width + g].clone(), layer.values[i : i + 1, :, pad : width + g].clone())
-                        for layer in cache.layers])
-    store.store_rows(rows, per_row)
+        columns.append(range(width - len(p), width + g))
+    store.store_batch(model, rows, cache, columns)
 
 
 def vllm_generate_fn(trainer: Any):

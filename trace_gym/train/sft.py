@@ -32,7 +32,7 @@ from .demos import Demonstration, build_demonstrations, demo_token_count, tokeni
 from .outputs import MANIFEST_NAME, MetricsLog, atomic_write_text, update_manifest
 
 __all__ = ["WarmStartResult", "warm_start", "train_with_warm_start", "demo_loss", "sft_record_key", "WARM_START_DIR",
-           "RECORD_NAME"]
+           "RECORD_NAME", "merge_and_save"]
 
 WARM_START_DIR = "warm_start"
 RECORD_NAME = "warm_start.json"
@@ -127,6 +127,7 @@ def warm_start(
     demos: Sequence[Demonstration] | None = None,
     manifest: bool | None = None,
     loss_sample: int = 16,
+    callbacks: Sequence[Any] | None = None,
 ) -> WarmStartResult:
     """SFT a LoRA adapter on reference episodes (see the module docstring); returns what it wrote.
 
@@ -135,6 +136,7 @@ def warm_start(
     layers removed again afterwards, so it can be reused).  ``manifest`` (default
     ``cfg.manifest``) adds an entry for the adapter to ``<out>/../manifest.json``.  The loss
     on up to ``loss_sample`` demonstrations is measured before and after training.
+    ``callbacks`` are extra ``transformers`` trainer callbacks (e.g. a progress line).
     """
     import datasets
     from datasets import Dataset
@@ -198,7 +200,7 @@ def warm_start(
     try:
         with renamed_checkpointing_warnings_hidden():
             trainer = SFTTrainer(model=peft_model, args=args, train_dataset=Dataset.from_list(rows),
-                                 processing_class=tokenizer, callbacks=[_Log()])
+                                 processing_class=tokenizer, callbacks=[_Log(), *(callbacks or [])])
     finally:
         if bars:
             datasets.enable_progress_bars()
@@ -279,3 +281,36 @@ def train_with_warm_start(cfg: TrainConfig, *, resume: bool = False, callbacks: 
     if grpo_cfg.manifest:
         update_manifest(out.parent / MANIFEST_NAME, result.manifest_entry)
     return result
+
+
+def merge_and_save(cfg: TrainConfig, adapter: str | Path, out: str | Path, *, model: Any = None, tokenizer: Any = None) -> Path:
+    """The base model of ``cfg`` with the LoRA adapter in ``adapter`` merged into its weights, saved as a plain
+    model folder (weights and tokenizer) at ``out``: written into a temporary sibling folder, then renamed.
+
+    ``model``/``tokenizer`` override loading ``cfg.model`` (the model is changed in place).  An
+    existing ``out`` is replaced.  The folder loads like any model (``from_pretrained``), without PEFT.
+    """
+    import shutil
+
+    from ..compat import renamed_checkpointing_warnings_hidden
+    from .models import load_lora, load_model_and_tokenizer, resolve_device, resolve_dtype
+
+    out = Path(out)
+    if model is None:
+        if not cfg.model:
+            raise ValueError("TrainConfig.model is required (or pass model and tokenizer)")
+        model, tokenizer = load_model_and_tokenizer(cfg.model, seed=cfg.seed,
+                                                    dtype=resolve_dtype(cfg.dtype, resolve_device(cfg.device)))
+    elif tokenizer is None:
+        raise ValueError("pass tokenizer together with model")
+    with renamed_checkpointing_warnings_hidden():
+        merged = load_lora(model, str(adapter), cfg).merge_and_unload()
+    tmp = out.with_name(f".{out.name}.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    merged.save_pretrained(str(tmp))
+    tokenizer.save_pretrained(str(tmp))
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.replace(out)
+    return out

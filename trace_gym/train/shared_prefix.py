@@ -20,7 +20,8 @@ Positions follow the caller's convention exactly: token ``c`` of the padded row
 is at position ``c`` (TRL's training forward), so rows only share a prefix when
 their left padding is equal, which the rows of one GRPO group always have.
 
-Sampling reuses prefixes through :class:`PrefixKVStore` (see
+Sampling reuses prefixes through the one prefix KV cache of the project,
+:class:`trace_gym.policies.prefix_cache.PrefixKVCache` (see
 :func:`trace_gym.train.generation.transformers_generate_fn`).
 
 Needs the layered cache API of transformers >= 5 (``transformers.cache_utils.DynamicLayer``
@@ -39,10 +40,11 @@ from typing import Any
 
 import torch
 
-from ..policies.hf import common_length
+from ..policies.prefix_cache import base_model as _base_model
+from ..policies.prefix_cache import cache_argument, common_length
 
 __all__ = [
-    "PREFIX_GRAD_MODES", "PrefixCluster", "PrefixKVStore", "plan_prefix_clusters", "prefix_log_probs",
+    "PREFIX_GRAD_MODES", "PrefixCluster", "plan_prefix_clusters", "prefix_log_probs",
     "prefix_kv", "supported", "cache_argument", "common_length",
 ]
 
@@ -56,20 +58,6 @@ def supported() -> bool:
     except ImportError:
         return False
     return hasattr(DynamicLayer, "get_mask_sizes")
-
-
-def _base_model(model: Any) -> Any:
-    for attr in ("module",):  # DistributedDataParallel and similar wrappers
-        while hasattr(model, attr) and isinstance(getattr(model, attr), torch.nn.Module):
-            model = getattr(model, attr)
-    get_base = getattr(model, "get_base_model", None)
-    return get_base() if callable(get_base) else model
-
-
-def cache_argument(model: Any) -> str:
-    """The keyword a model's forward takes its KV cache under (``cache`` in newer transformers)."""
-    params = inspect.signature(_base_model(model).forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
 
 
 # ----------------------------------------------------------------------------- planning
@@ -328,104 +316,6 @@ def prefix_log_probs(
     if compute_entropy:
         ent = torch.cat([p[2] for p in parts], dim=0).index_select(0, inverse)
     return logps, ent
-
-
-# ----------------------------------------------------------------------------- sampling
-class PrefixKVStore:
-    """Keys and values of token sequences already run through a model, for sampling.
-
-    Each entry is a token list and its per-layer keys/values (batch 1, positions
-    from 0).  :meth:`row_prefixes` finds, for each row of a generation batch, the
-    longest stored sequence it starts with; when the rows share a longer prefix
-    than any entry covers (the first turn of a GRPO group), that prefix is run
-    once and stored.  :meth:`store_rows` keeps each row's prompt and sampled turn
-    for its next turn.  Valid for one set of weights: make a new store (or call
-    :meth:`clear`) after an optimizer step.
-    """
-
-    def __init__(self, model: Any, *, min_tokens: int = 16, max_entries: int = 64):
-        self.model = model
-        self.min_tokens = int(min_tokens)
-        self.max_entries = int(max_entries)
-        self._entries: dict[int, tuple[list[int], list[tuple[Any, Any]], bool]] = {}
-        self._counter = 0
-        self.stats = {"prefilled_tokens": 0, "reused_tokens": 0}
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def _remember(self, ids: list[int], layers: list[tuple[Any, Any]], shared: bool) -> int:
-        self._counter += 1
-        self._entries[self._counter] = (list(ids), layers, shared)
-        while len(self._entries) > self.max_entries:
-            self._entries.pop(next(iter(self._entries)))
-        return self._counter
-
-    def _best(self, row: list[int], cap: int) -> tuple[int, int | None]:
-        best, best_id = 0, None
-        for entry_id, (ids, _, _) in self._entries.items():
-            n = min(common_length(ids, row), cap)
-            if n > best:
-                best, best_id = n, entry_id
-        return (best, best_id) if best >= self.min_tokens else (0, None)
-
-    def _extend(self, base: list[tuple[Any, Any]] | None, have: int, ids: list[int], device: Any) -> list[tuple[Any, Any]]:
-        """Keys/values of ``ids`` (batch 1), running only the tokens after the first ``have``."""
-        layers = None if base is None else [(k[:, :, :have], v[:, :, :have]) for k, v in base]
-        cache = _shared_cache(layers, _num_layers(self.model))
-        with torch.no_grad():
-            self.model(
-                input_ids=torch.tensor([ids[have:]], dtype=torch.long, device=device),
-                attention_mask=torch.ones((1, len(ids)), dtype=torch.long, device=device),
-                position_ids=torch.arange(have, len(ids), device=device)[None, :],
-                use_cache=True,
-                logits_to_keep=1,
-                **{cache_argument(self.model): cache},
-            )
-        self.stats["prefilled_tokens"] += len(ids) - have
-        new = [layer.recorded for layer in cache.layers]
-        if layers is None:
-            return new
-        return [(torch.cat([k0, k1], dim=-2), torch.cat([v0, v1], dim=-2)) for (k0, v0), (k1, v1) in zip(layers, new, strict=True)]
-
-    def row_prefixes(self, rows: list[list[int]], device: Any) -> list[tuple[int, list[tuple[Any, Any]] | None]]:
-        """For each row, ``(n, layers)``: its first ``n`` tokens' keys/values (``n`` < its length), or ``(0, None)``."""
-        caps = [len(r) - 1 for r in rows]
-        found = [self._best(r, c) for r, c in zip(rows, caps, strict=True)]
-        shared = min(caps)
-        for r in rows[1:]:
-            shared = min(shared, common_length(rows[0], r))
-        if len(rows) > 1 and shared >= self.min_tokens and any(n < shared for n, _ in found):
-            n0, e0 = max(found, key=lambda f: min(f[0], shared))
-            n0 = min(n0, shared)
-            base = self._entries[e0][1] if e0 is not None and n0 else None
-            layers = self._extend(base, n0 if base is not None else 0, list(rows[0][:shared]), device)
-            shared_id = self._remember(list(rows[0][:shared]), layers, True)
-            found = [(n, e) if n >= shared else (shared, shared_id) for n, e in found]
-        out: list[tuple[int, list[tuple[Any, Any]] | None]] = []
-        for n, entry_id in found:
-            if entry_id is None:
-                out.append((0, None))
-                continue
-            ids, layers, shared_flag = self._entries.pop(entry_id)  # most recently used last
-            self._entries[entry_id] = (ids, layers, shared_flag)
-            self.stats["reused_tokens"] += n
-            out.append((n, [(k[:, :, :n], v[:, :, :n]) for k, v in layers]))
-        return out
-
-    def store_rows(self, rows: list[list[int]], layers_per_row: list[list[tuple[Any, Any]]]) -> None:
-        """Keep each row's tokens and keys/values; a row's own older entries (prefixes of it) are dropped."""
-        for ids, layers in zip(rows, layers_per_row, strict=True):
-            if len(ids) < self.min_tokens:
-                continue
-            stale = [e for e, (old, _, shared) in self._entries.items()
-                     if not shared and len(old) <= len(ids) and ids[: len(old)] == old]
-            for e in stale:
-                del self._entries[e]
-            self._remember(ids, layers, False)
 
 
 # ----------------------------------------------------------------------------- the GRPO hook

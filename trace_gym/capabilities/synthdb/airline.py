@@ -14,6 +14,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from ...tau2.domains.airline import AIRPORTS
+from ._draw import sample
 from ._names import CITIES, FIRST_NAMES, LAST_NAMES, STREETS, pick_names
 
 __all__ = ["generate_airline_db", "TODAY"]
@@ -40,8 +41,18 @@ _DAY_STR = [(_START + timedelta(days=i)).isoformat() for i in range(_DAYS + 3)]
 _PAST_DAYS = [d for d in _DAY_STR[:_DAYS] if d < TODAY]
 _HAS_TODAY = TODAY in _DAY_STR[:_DAYS]
 _FUTURE_DAYS = [d for d in _DAY_STR[:_DAYS] if d > TODAY]
-_CABIN_BASES = tuple((c, _BASE[c]) for c in _CABINS)
+_B0, _B1, _B2 = (_BASE[c] for c in _CABINS)  # the base fares, in _CABINS order
 _LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ0123456789"
+_CODES = tuple(c for c, _ in AIRPORTS)
+_HOURS = tuple(range(5, 20))
+_NOW_STATUS = ("flying", "on time", "delayed")
+_BRANDS = ("visa", "mastercard")
+_CERTIFICATES = (100, 150, 250)
+_MEMBERSHIPS = ("regular", "silver", "gold")
+_YES_NO = ("yes", "no")
+_TWO_DIGITS = tuple(f"{i:02d}" for i in range(100))
+# (day, hour) -> the ten texts f"{day}T{hour:02d}:0{minute}:00" a landed flight's times are drawn from
+_LANDED = {(d, h): tuple(f"{d}T{h:02d}:0{m}:00" for m in range(10)) for d in _PAST_DAYS for h in range(24)}
 
 
 def _day(i: int) -> str:
@@ -49,47 +60,48 @@ def _day(i: int) -> str:
 
 
 def _flights(rng: random.Random, routes: int) -> dict[str, Any]:
-    codes = [c for c, _ in AIRPORTS]
     pairs: list[tuple[str, str]] = []
     while len(pairs) < routes:
-        a, b = rng.sample(codes, 2)
+        a, b = sample(rng, _CODES, 2)
         if (a, b) not in pairs:
             pairs.append((a, b))
     flights = {}
     n = 1
     r = rng.random
+    below = rng._randbelow  # randrange(a, b) is a + _randbelow(b - a), choice(s) is s[_randbelow(len(s))]: same draws
     for a, b in pairs:
         for origin, dest in ((a, b), (b, a)):
             # two departures per direction, at different hours and never at the same price on a day,
             # so "the cheapest" or "the latest" flight of a day is always one flight
-            hours = rng.sample(range(5, 20), 2)
-            seen_prices: set[tuple[str, str, int]] = set()
+            hours = sample(rng, _HOURS, 2)
+            taken: list[tuple[int, int, int]] | None = None  # the first departure's prices, per bookable day
             for dep in hours:
                 fn = f"HAT{n:03d}"
                 n += 1
-                dur = rng.randrange(1, 5)
+                dur = 1 + below(4)
                 dates = {}
-                dep_h, arr_h = f"{dep:02d}", f"{dep + dur:02d}"
+                dep_h, arr_h = _TWO_DIGITS[dep], _TWO_DIGITS[dep + dur]
                 for d in _PAST_DAYS:
                     if r() < 0.1:
                         dates[d] = {"status": "cancelled"}
                     else:
-                        dates[d] = {"status": "landed", "actual_departure_time_est": f"{d}T{dep_h}:0{int(r() * 10)}:00",
-                                    "actual_arrival_time_est": f"{d}T{arr_h}:0{int(r() * 10)}:00"}
+                        dates[d] = {"status": "landed", "actual_departure_time_est": _LANDED[d, dep][int(r() * 10)],
+                                    "actual_arrival_time_est": _LANDED[d, dep + dur][int(r() * 10)]}
                 if _HAS_TODAY:
-                    dates[TODAY] = {"status": rng.choice(["flying", "on time", "delayed"])}
-                for d in _FUTURE_DAYS:
-                    prices = {}
-                    for c, base in _CABIN_BASES:
-                        p = int(base * (0.7 + 0.6 * r()))
-                        while (d, c, p) in seen_prices:
-                            p += 1
-                        seen_prices.add((d, c, p))
-                        prices[c] = p
+                    dates[TODAY] = {"status": _NOW_STATUS[below(3)]}
+                day_prices = []
+                for k, d in enumerate(_FUTURE_DAYS):
+                    # one price per cabin (_CABINS order), never the other departure's price that day
+                    p0, p1, p2 = int(_B0 * (0.7 + 0.6 * r())), int(_B1 * (0.7 + 0.6 * r())), int(_B2 * (0.7 + 0.6 * r()))
+                    if taken is not None:
+                        q0, q1, q2 = taken[k]
+                        p0, p1, p2 = p0 + (p0 == q0), p1 + (p1 == q1), p2 + (p2 == q2)
+                    day_prices.append((p0, p1, p2))
                     dates[d] = {"status": "available",
                                 "available_seats": {"basic_economy": 3 + int(r() * 17), "economy": 3 + int(r() * 17),
                                                     "business": 3 + int(r() * 17)},
-                                "prices": prices}
+                                "prices": {"basic_economy": p0, "economy": p1, "business": p2}}  # _CABINS order
+                taken = day_prices
                 flights[fn] = {"flight_number": fn, "origin": origin, "destination": dest,
                                "scheduled_departure_time_est": f"{dep_h}:00:00",
                                "scheduled_arrival_time_est": f"{arr_h}:00:00", "dates": dates}
@@ -110,16 +122,17 @@ def _reservation(rng: random.Random, rid: str, user: dict[str, Any], pool: list[
     name = user["name"]
     passengers = [{"first_name": name["first_name"], "last_name": name["last_name"], "dob": user["dob"]}]
     saved = user["saved_passengers"]
-    for p in rng.sample(saved, rng.randrange(0, len(saved) + 1)):
+    for p in sample(rng, saved, rng._randbelow(len(saved) + 1)):  # rng.sample(saved, rng.randrange(0, len(saved) + 1))
         passengers.append(dict(p))
     base = _BASE[cabin]
-    flights_out = [{"origin": f["origin"], "destination": f["destination"], "flight_number": f["flight_number"], "date": d,
+    flights_out = [{"flight_number": f["flight_number"], "origin": f["origin"], "destination": f["destination"], "date": d,
                     "price": int(base * (0.7 + 0.6 * r()))} for f, d in legs]
-    total = sum(f["price"] for f in flights_out) * len(passengers) + (30 * len(passengers) if insurance == "yes" else 0)
+    total = sum([f["price"] for f in flights_out]) * len(passengers) + (30 * len(passengers) if insurance == "yes" else 0)
+    two = _TWO_DIGITS
     if recent:
-        created = f"2024-05-15T{int(r() * 14):02d}:{int(r() * 60):02d}:00"
+        created = f"2024-05-15T{two[int(r() * 14)]}:{two[int(r() * 60)]}:00"
     else:
-        created = f"2024-05-{1 + int(r() * 12):02d}T{int(r() * 24):02d}:{int(r() * 60):02d}:00"
+        created = f"2024-05-{two[1 + int(r() * 12)]}T{two[int(r() * 24)]}:{two[int(r() * 60)]}:00"
     bags = int(r() * 3)
     return {
         "reservation_id": rid, "user_id": user["user_id"], "origin": fl["origin"], "destination": fl["destination"],
@@ -143,36 +156,38 @@ def generate_airline_db(rng: random.Random, users: int = 3, extra_reservations: 
     used: set[str] = set()
     letters = _LETTERS
     names = pick_names(rng, users)
+    # rng.randrange(a, b) is a + rng._randbelow(b - a) and rng.choice(s) is s[rng._randbelow(len(s))]:
+    # calling _randbelow directly draws exactly the same numbers with less overhead
+    below = rng._randbelow
+    r = rng.random
     for first, last in names:
-        uid = f"{first.lower()}_{last.lower()}_{rng.randrange(1000, 9999)}"
-        cc, gc, cert = (f"{k}_{rng.randrange(1000000, 9999999)}" for k in ("credit_card", "gift_card", "certificate"))
-        city, state, zp = rng.choice(CITIES)
+        uid = f"{first.lower()}_{last.lower()}_{1000 + below(8999)}"
+        cc, gc, cert = (f"{k}_{1000000 + below(8999999)}" for k in ("credit_card", "gift_card", "certificate"))
+        city, state, zp = CITIES[below(len(CITIES))]
         user = {
             "user_id": uid, "name": {"first_name": first, "last_name": last},
-            "address": {"address1": f"{rng.randrange(100, 999)} {rng.choice(STREETS)}", "address2": f"Suite {rng.randrange(100, 999)}",
-                        "city": city, "country": "USA", "state": state, "zip": f"{zp}{rng.randrange(10, 99)}"},
-            "email": f"{first.lower()}.{last.lower()}{rng.randrange(1000, 9999)}@example.com",
-            "dob": f"{rng.randrange(1950, 2002)}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 28):02d}",
+            "address": {"address1": f"{100 + below(899)} {STREETS[below(len(STREETS))]}", "address2": f"Suite {100 + below(899)}",
+                        "city": city, "country": "USA", "state": state, "zip": f"{zp}{10 + below(89)}"},
+            "email": f"{first.lower()}.{last.lower()}{1000 + below(8999)}@example.com",
+            "dob": f"{1950 + below(52)}-{1 + below(12):02d}-{1 + below(27):02d}",
             "payment_methods": {
-                cc: {"source": "credit_card", "id": cc, "brand": rng.choice(["visa", "mastercard"]), "last_four": f"{rng.randrange(10000):04d}"},
-                gc: {"source": "gift_card", "id": gc, "amount": float(rng.randrange(50, 500))},
-                cert: {"source": "certificate", "id": cert, "amount": float(rng.choice([100, 150, 250]))},
+                cc: {"source": "credit_card", "id": cc, "brand": _BRANDS[below(2)], "last_four": f"{below(10000):04d}"},
+                gc: {"source": "gift_card", "id": gc, "amount": float(50 + below(450))},
+                cert: {"source": "certificate", "id": cert, "amount": float(_CERTIFICATES[below(3)])},
             },
-            "saved_passengers": [{"first_name": rng.choice(FIRST_NAMES), "last_name": rng.choice(LAST_NAMES),
-                                  "dob": f"{rng.randrange(1950, 2015)}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 28):02d}"}],
-            "membership": rng.choice(["regular", "silver", "gold"]),
+            "saved_passengers": [{"first_name": FIRST_NAMES[below(len(FIRST_NAMES))], "last_name": LAST_NAMES[below(len(LAST_NAMES))],
+                                  "dob": f"{1950 + below(65)}-{1 + below(12):02d}-{1 + below(27):02d}"}],
+            "membership": _MEMBERSHIPS[below(3)],
             "reservations": [],
         }
         db["users"][uid] = user
         plan = list(_GUARANTEED) + [
-            (rng.choice(_CABINS), rng.choice(["yes", "no"]), rng.random() < 0.2, rng.random() < 0.2) for _ in range(extra_reservations)
+            (_CABINS[below(3)], _YES_NO[below(2)], r() < 0.2, r() < 0.2) for _ in range(extra_reservations)
         ]
         rng.shuffle(plan)
-        # the user's first credit card pays (the payment methods are keyed credit card first)
-        card = next(m for m in user["payment_methods"] if m.startswith("credit_card"))
+        card = cc  # the user's first credit card pays (the payment methods are keyed credit card first)
         user_reservations = user["reservations"]
         for cabin, insurance, recent, flown, *trip in plan:
-            r = rng.random
             while True:
                 rid = (letters[int(r() * 34)] + letters[int(r() * 34)] + letters[int(r() * 34)]
                        + letters[int(r() * 34)] + letters[int(r() * 34)] + letters[int(r() * 34)])

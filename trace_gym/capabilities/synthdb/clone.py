@@ -17,12 +17,16 @@ CLONABLE = {"retail": ("orders", "users"), "airline": ("reservations", "users")}
 _LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ0123456789"
 
 
+_ATOMS = frozenset({str, int, float, bool, type(None)})  # immutable: shared, not copied
+
+
 def _copy(value: Any) -> Any:
     """A deep copy of a database record (plain dicts, lists and scalars, no shared parts)."""
-    if type(value) is dict:
-        return {k: _copy(v) for k, v in value.items()}
-    if type(value) is list:
-        return [_copy(v) for v in value]
+    t = type(value)
+    if t is dict:
+        return {k: v if type(v) in _ATOMS else _copy(v) for k, v in value.items()}
+    if t is list:
+        return [v if type(v) in _ATOMS else _copy(v) for v in value]
     if isinstance(value, (str, int, float, type(None))):
         return value
     return copy.deepcopy(value)  # anything unusual: the general copy

@@ -13,6 +13,7 @@ import itertools
 import random
 from typing import Any
 
+from ._draw import sample
 from ._names import CITIES, STREETS, pick_names
 
 __all__ = ["generate_retail_db", "CATALOG"]
@@ -31,6 +32,8 @@ CATALOG: dict[str, tuple[float, dict[str, list[str]]]] = {
 
 _GUARANTEED = [("delivered", "card"), ("delivered", "gift_card"), ("pending", "card"), ("pending", "card"), ("processed", "any"), ("cancelled", "any")]
 _STATUSES = ["delivered", "pending", "processed", "cancelled"]
+_BRANDS = ("visa", "mastercard")
+_CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 # Optional order fields, present as null until an action sets them (the benchmark's canonical form).
 _UNSET = {"cancel_reason": None, "exchange_items": None, "exchange_new_items": None, "exchange_payment_method_id": None,
           "exchange_price_difference": None, "return_items": None, "return_payment_method_id": None}
@@ -53,13 +56,13 @@ def _digits(rng: random.Random, n: int, used: set[str]) -> str:
 
 
 def _products(rng: random.Random, n_products: int, variants: int, used: set[str]) -> dict[str, Any]:
-    names = rng.sample(_NAMES_SORTED, min(n_products, len(CATALOG)))
+    names = sample(rng, _NAMES_SORTED, min(n_products, len(CATALOG)))
     products = {}
     r = rng.random
     for name in names:
         base = CATALOG[name][0]
         dims, combos = _COMBOS[name]
-        chosen = rng.sample(combos, min(variants, len(combos)))
+        chosen = sample(rng, combos, min(variants, len(combos)))
         pid = _digits(rng, 10, used)
         vs = {}
         for i, combo in enumerate(chosen):
@@ -75,14 +78,15 @@ def _products(rng: random.Random, n_products: int, variants: int, used: set[str]
 
 
 def _address(rng: random.Random) -> dict[str, str]:
-    city, state, zp = rng.choice(CITIES)
+    below = rng._randbelow  # see generate_retail_db
+    city, state, zp = CITIES[below(len(CITIES))]
     return {
-        "address1": f"{rng.randrange(100, 999)} {rng.choice(STREETS)}",
-        "address2": f"Suite {rng.randrange(100, 999)}",
+        "address1": f"{100 + below(899)} {STREETS[below(len(STREETS))]}",
+        "address2": f"Suite {100 + below(899)}",
         "city": city,
         "country": "USA",
         "state": state,
-        "zip": f"{zp}{rng.randrange(10, 99)}",
+        "zip": f"{zp}{10 + below(89)}",
     }
 
 
@@ -97,13 +101,16 @@ def generate_retail_db(rng: random.Random, users: int = 3, extra_orders: int = 2
     orders = db["orders"]
     names = pick_names(rng, users)
     r = rng.random
+    # rng.randrange(a, b) is a + rng._randbelow(b - a) and rng.choice(s) is s[rng._randbelow(len(s))]:
+    # calling _randbelow directly draws exactly the same numbers with less overhead
+    below = rng._randbelow
     for first, last in names:
         suffix = _digits(rng, 4, used)
         uid = f"{first.lower()}_{last.lower()}_{suffix}"
         cc, gc = f"credit_card_{_digits(rng, 7, used)}", f"gift_card_{_digits(rng, 7, used)}"
         methods: dict[str, Any] = {
-            cc: {"source": "credit_card", "id": cc, "brand": rng.choice(["visa", "mastercard"]), "last_four": f"{rng.randrange(0, 10000):04d}"},
-            gc: {"source": "gift_card", "id": gc, "balance": float(rng.randrange(20, 400))},
+            cc: {"source": "credit_card", "id": cc, "brand": _BRANDS[below(2)], "last_four": f"{below(10000):04d}"},
+            gc: {"source": "gift_card", "id": gc, "balance": float(20 + below(380))},
         }
         if r() < 0.5:
             pp = f"paypal_{_digits(rng, 7, used)}"
@@ -112,12 +119,12 @@ def generate_retail_db(rng: random.Random, users: int = 3, extra_orders: int = 2
             "user_id": uid,
             "name": {"first_name": first, "last_name": last},
             "address": _address(rng),
-            "email": f"{first.lower()}.{last.lower()}{rng.randrange(1000, 9999)}@example.com",
+            "email": f"{first.lower()}.{last.lower()}{1000 + below(8999)}@example.com",
             "payment_methods": methods,
             "orders": [],
         }
         db["users"][uid] = user
-        plan = list(_GUARANTEED) + [(rng.choice(_STATUSES), "any") for _ in range(extra_orders)]
+        plan = list(_GUARANTEED) + [(_STATUSES[below(4)], "any") for _ in range(extra_orders)]
         rng.shuffle(plan)
         # the user's payment methods are fixed from here on (only the gift card balance may change)
         card_like = [m for m in methods if not m.startswith("gift_card")]
@@ -127,7 +134,7 @@ def generate_retail_db(rng: random.Random, users: int = 3, extra_orders: int = 2
         gift_card = methods[gc]
         k_max = min(3, n_products)
         for status, paid in plan:
-            pm = gc if paid == "gift_card" else rng.choice(card_like) if paid == "card" else rng.choice(any_method)
+            pm = gc if paid == "gift_card" else card_like[below(len(card_like))] if paid == "card" else any_method[below(len(any_method))]
             k = 1 + int(r() * k_max)
             start = int(r() * n_products)
             items = []
@@ -150,11 +157,11 @@ def generate_retail_db(rng: random.Random, users: int = 3, extra_orders: int = 2
                 **_UNSET,
             }
             if status == "cancelled":
-                order["cancel_reason"] = rng.choice(["no longer needed", "ordered by mistake"])
+                order["cancel_reason"] = _CANCEL_REASONS[below(2)]
                 order["payment_history"].append({"transaction_type": "refund", "amount": total, "payment_method_id": pm})
             orders[oid] = order
             user_orders.append(oid)
             if status == "pending" and pm != gc and total > gift_card["balance"]:
                 # the gift card can always cover a pending card-paid order (payment switches stay possible)
-                gift_card["balance"] = float(int(total) + rng.randrange(5, 100))
+                gift_card["balance"] = float(int(total) + 5 + below(95))
     return db

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import random
-import uuid
 from typing import Any
 
+from ._draw import sample
 from ._names import FIRST_NAMES, LAST_NAMES, pick_names
 
 __all__ = ["generate_toolsandbox_world", "SIZES", "WORLD_TABLES", "MATERIAL_FIELDS", "RELATIONSHIPS", "KINDS"]
@@ -74,13 +74,21 @@ _MONTHS = ["January", "February", "March", "April", "May", "June", "July", "Augu
 _WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 
+# uuid.UUID(int=n, version=4): the variant bits set to RFC 4122, the version bits to 4
+_UUID_KEEP = ~((0xC000 << 48) | (0xF000 << 64))
+_UUID_SET = (0x8000 << 48) | (4 << 76)
+
+
 def _uuid(rng: random.Random) -> str:
-    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    """``str(uuid.UUID(int=rng.getrandbits(128), version=4))``, without building the object."""
+    h = "%032x" % ((rng.getrandbits(128) & _UUID_KEEP) | _UUID_SET)
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _phone(rng: random.Random, used: set[str]) -> tuple[str, str]:
+    below = rng._randbelow  # rng.randrange(a, b) is a + rng._randbelow(b - a): the same draws, less overhead
     while True:
-        area, exchange, line = rng.randrange(201, 990), rng.randrange(201, 990), rng.randrange(0, 10000)
+        area, exchange, line = 201 + below(789), 201 + below(789), below(10000)
         e164 = f"+1{area}{exchange}{line:04d}"
         if e164 not in used and area % 100 != 11 and exchange % 100 != 11:
             used.add(e164)
@@ -99,13 +107,14 @@ def _moment(kind: str, i: int, at: _dt.datetime, phrase: str) -> dict[str, Any]:
 
 def _times(rng: random.Random, now: _dt.datetime) -> list[dict[str, Any]]:
     out = []
+    below = rng._randbelow  # randrange(a, b) is a + _randbelow(b - a), choice(s) is s[_randbelow(len(s))]
+    tomorrow = now + _dt.timedelta(days=1)
     for i in range(3):
-        at = now.replace(minute=rng.choice((0, 30)), second=0) + _dt.timedelta(hours=rng.randrange(2, 6))
+        at = now.replace(minute=(0, 30)[below(2)], second=0) + _dt.timedelta(hours=2 + below(4))
         out.append(_moment("later_today", i, at, f"today at {_clock12(at.hour, at.minute)}"))
-        at = (now + _dt.timedelta(days=1)).replace(hour=rng.randrange(7, 21), minute=rng.choice((0, 15, 30, 45)), second=0)
+        at = tomorrow.replace(hour=7 + below(14), minute=(0, 15, 30, 45)[below(4)], second=0)
         out.append(_moment("tomorrow", i, at, f"tomorrow at {_clock12(at.hour, at.minute)}"))
-        at = (now + _dt.timedelta(days=rng.randrange(3, 90))).replace(hour=rng.randrange(7, 21), minute=rng.choice((0, 30)),
-                                                                       second=0)
+        at = (now + _dt.timedelta(days=3 + below(87))).replace(hour=7 + below(14), minute=(0, 30)[below(2)], second=0)
         year = f", {at.year}" if at.year != now.year else ""
         out.append(_moment("calendar", i, at, f"on {_MONTHS[at.month - 1]} {at.day}{year} at {_clock12(at.hour, at.minute)}"))
     return out
@@ -119,9 +128,10 @@ def generate_toolsandbox_world(
     for key, value in locals().items():
         if key in SIZES and not SIZES[key][0] <= value <= SIZES[key][1]:
             raise ValueError(f"{key} must be in {list(SIZES[key])}, got {value}")
-    now = _dt.datetime(rng.randrange(2025, 2027), rng.randrange(1, 13), rng.randrange(1, 28), rng.randrange(8, 16),
-                       rng.choice((0, 10, 20, 30, 40, 50)), tzinfo=_dt.UTC)
-    lat, lon = rng.choice(_PLACES)
+    below = rng._randbelow  # randrange(a, b) is a + _randbelow(b - a), choice(s) is s[_randbelow(len(s))]: same draws
+    now = _dt.datetime(2025 + below(2), 1 + below(12), 1 + below(27), 8 + below(8), (0, 10, 20, 30, 40, 50)[below(6)],
+                       tzinfo=_dt.UTC)
+    lat, lon = _PLACES[below(len(_PLACES))]
     lat, lon = round(lat + rng.uniform(-0.05, 0.05), 6), round(lon + rng.uniform(-0.05, 0.05), 6)
     battery = rng.random() * 100 < low_battery
     device = {"device_id": _uuid(rng), "cellular": not (battery or rng.random() * 100 < cellular_off),
@@ -134,35 +144,36 @@ def generate_toolsandbox_world(
     for k, (first, last) in enumerate(names):
         phone, _ = _phone(rng, used)
         people.append({"person_id": _uuid(rng), "name": f"{first} {last}", "phone_number": phone,
-                       "relationship": "self" if k == 0 else rng.choice(RELATIONSHIPS), "is_self": k == 0})
+                       "relationship": "self" if k == 0 else RELATIONSHIPS[below(len(RELATIONSHIPS))], "is_self": k == 0})
     taken = {p["name"] for p in people}
     for _ in range(similar_names):
-        first = people[1 + rng.randrange(contacts)]["name"].split()[0]
-        last = next(n for n in rng.sample(LAST_NAMES, len(LAST_NAMES)) + [None] if n is None or f"{first} {n}" not in taken)
+        first = people[1 + below(contacts)]["name"].split()[0]
+        last = next(n for n in sample(rng, LAST_NAMES, len(LAST_NAMES)) + [None] if n is None or f"{first} {n}" not in taken)
         if last is None:
             continue
         taken.add(f"{first} {last}")
         people.append({"person_id": _uuid(rng), "name": f"{first} {last}", "phone_number": _phone(rng, used)[0],
-                       "relationship": rng.choice(RELATIONSHIPS), "is_self": False})
+                       "relationship": RELATIONSHIPS[below(len(RELATIONSHIPS))], "is_self": False})
     me, others = people[0], people[1:]
     start = now.timestamp()
     texts = []
+    n_msg, n_others, span = len(_MESSAGES), len(others), 30 * 86400 - 600
     for p in others:
-        texts.append((p, me, rng.choice(_MESSAGES), start - rng.randrange(600, 30 * 86400)))
+        texts.append((p, me, _MESSAGES[below(n_msg)], start - (600 + below(span))))
     for _ in range(messages):
-        p = rng.choice(others)
+        p = others[below(n_others)]
         pair = (me, p) if rng.random() < 0.5 else (p, me)
-        texts.append((*pair, rng.choice(_MESSAGES), start - rng.randrange(600, 30 * 86400)))
+        texts.append((*pair, _MESSAGES[below(n_msg)], start - (600 + below(span))))
     texts.sort(key=lambda t: t[3])
     rows = [{"message_id": _uuid(rng), "sender_person_id": s["person_id"], "sender_phone_number": s["phone_number"],
              "recipient_person_id": r["person_id"], "recipient_phone_number": r["phone_number"], "content": text,
              "creation_timestamp": float(ts)} for s, r, text, ts in texts]
-    notes = [{"id": f"message_{i}", "kind": "message", "text": t} for i, t in enumerate(rng.sample(_MESSAGES, 4))]
-    notes += [{"id": f"reminder_{i}", "kind": "reminder", "text": t} for i, t in enumerate(rng.sample(_REMINDERS, 4))]
+    notes = [{"id": f"message_{i}", "kind": "message", "text": t} for i, t in enumerate(sample(rng, _MESSAGES, 4))]
+    notes += [{"id": f"reminder_{i}", "kind": "reminder", "text": t} for i, t in enumerate(sample(rng, _REMINDERS, 4))]
     reminder_rows = []
-    for content in rng.sample(_REMINDERS, min(reminders, len(_REMINDERS))) + [rng.choice(_REMINDERS)] * max(0, reminders - len(_REMINDERS)):
-        reminder_rows.append({"reminder_id": _uuid(rng), "content": content, "creation_timestamp": start - rng.randrange(3600, 86400 * 7),
-                              "reminder_timestamp": start + rng.randrange(3600, 86400 * 14), "latitude": None, "longitude": None})
+    for content in sample(rng, _REMINDERS, min(reminders, len(_REMINDERS))) + [rng.choice(_REMINDERS)] * max(0, reminders - len(_REMINDERS)):
+        reminder_rows.append({"reminder_id": _uuid(rng), "content": content, "creation_timestamp": start - (3600 + below(86400 * 7 - 3600)),
+                              "reminder_timestamp": start + (3600 + below(86400 * 14 - 3600)), "latitude": None, "longitude": None})
     numbers = [dict(zip(("e164", "display"), _phone(rng, used), strict=True)) for _ in range(3)]
     clock = {"timestamp": start, "iso": now.strftime("%Y-%m-%dT%H:%M:%S"), "year": now.year, "month": now.month, "day": now.day,
              "hour": now.hour, "minute": now.minute, "weekday": _WEEKDAYS[now.weekday()],

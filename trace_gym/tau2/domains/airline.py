@@ -82,19 +82,19 @@ class AirlineTools(Toolkit):
 
     # ---- lookups (raise tau2's texts)
     def _user(self, user_id: Any) -> dict[str, Any]:
-        if user_id not in self.db.users:
+        if user_id not in self.db["users"]:
             raise ValueError(f"User {user_id} not found")
-        return self.db.users[user_id]
+        return self.db["users"][user_id]
 
     def _reservation(self, reservation_id: Any) -> dict[str, Any]:
-        if reservation_id not in self.db.reservations:
+        if reservation_id not in self.db["reservations"]:
             raise ValueError(f"Reservation {reservation_id} not found")
-        return self.db.reservations[reservation_id]
+        return self.db["reservations"][reservation_id]
 
     def _flight(self, flight_number: Any) -> dict[str, Any]:
-        if flight_number not in self.db.flights:
+        if flight_number not in self.db["flights"]:
             raise ValueError(f"Flight {flight_number} not found")
-        return self.db.flights[flight_number]
+        return self.db["flights"][flight_number]
 
     def _flight_on(self, flight_number: Any, date: Any) -> dict[str, Any]:
         dates = self._flight(flight_number)["dates"]
@@ -106,9 +106,9 @@ class AirlineTools(Toolkit):
         """Flights to scan, in DB order: those leaving ``origin`` (routes never change), or all."""
         if isinstance(origin, str):
             by_origin = self.db.base_index("flights_by_origin", _index_by_origin)
-            flights = self.db.flights
+            flights = self.db["flights"]
             return [flights[n] for n in by_origin.get(origin, ()) if n in flights]
-        return self.db.flights.values()
+        return self.db["flights"].values()
 
     def _direct(self, date: Any, origin: Any = None, destination: Any = None, leave_after: Any = None) -> list[dict[str, Any]]:
         found = []
@@ -139,7 +139,7 @@ class AirlineTools(Toolkit):
 
     def _pay_for_update(self, user_id: str, payment_id: Any, total_price: Any) -> dict[str, Any] | None:
         """Check and charge a change fee; returns the payment record (``None`` when free)."""
-        methods = self.db.users[user_id]["payment_methods"]
+        methods = self.db["users"][user_id]["payment_methods"]
         if payment_id not in methods:
             raise ValueError("Payment method not found")
         method = methods[payment_id]
@@ -174,7 +174,7 @@ class AirlineTools(Toolkit):
         passengers = _models_if_all_dicts(passengers, "Passenger", _PASSENGER)
         payment_methods = _models_if_all_dicts(payment_methods, "Payment", _PAYMENT)
         user = self._user(user_id)
-        reservation_id = next((r for r in _NEW_RESERVATION_IDS if r not in self.db.reservations), None)
+        reservation_id = next((r for r in _NEW_RESERVATION_IDS if r not in self.db["reservations"]), None)
         if reservation_id is None:
             raise ValueError("Too many reservations")
         reservation = build("Reservation", _RESERVATION, {

@@ -63,19 +63,19 @@ class RetailTools(Toolkit):
 
     # ---- lookups (raise tau2's texts)
     def _order(self, order_id: Any) -> dict[str, Any]:
-        if order_id not in self.db.orders:
+        if order_id not in self.db["orders"]:
             raise ValueError("Order not found")
-        return self.db.orders[order_id]
+        return self.db["orders"][order_id]
 
     def _user(self, user_id: Any) -> dict[str, Any]:
-        if user_id not in self.db.users:
+        if user_id not in self.db["users"]:
             raise ValueError("User not found")
-        return self.db.users[user_id]
+        return self.db["users"][user_id]
 
     def _product(self, product_id: Any) -> dict[str, Any]:
-        if product_id not in self.db.products:
+        if product_id not in self.db["products"]:
             raise ValueError("Product not found")
-        return self.db.products[product_id]
+        return self.db["products"][product_id]
 
     def _variant(self, product_id: Any, variant_id: Any) -> dict[str, Any]:
         variants = self._product(product_id)["variants"]
@@ -162,7 +162,7 @@ class RetailTools(Toolkit):
 
     @tool("read")
     def find_user_id_by_name_zip(self, first_name: str, last_name: str, zip: str) -> str:  # noqa: A002
-        users = self.db.users
+        users = self.db["users"]
         if isinstance(first_name, str) and isinstance(last_name, str):
             # names never change: scan only the users with this name (addresses may change)
             by_name = self.db.base_index("users_by_name", _index_users_by_name)
@@ -186,10 +186,10 @@ class RetailTools(Toolkit):
         if isinstance(email, str):
             by_email = self.db.base_index("users_by_email", _index_users_by_email)
             for user_id in by_email.get(email.lower(), ()):
-                if user_id in self.db.users:
+                if user_id in self.db["users"]:
                     return user_id
             raise ValueError("User not found")
-        for user_id, user in self.db.users.items():
+        for user_id, user in self.db["users"].items():
             if user["email"].lower() == email.lower():
                 return user_id
         raise ValueError("User not found")
@@ -204,7 +204,7 @@ class RetailTools(Toolkit):
 
     @tool("read")
     def get_item_details(self, item_id: str) -> Any:
-        for product in self.db.products.values():
+        for product in self.db["products"].values():
             if item_id in product["variants"]:
                 return Model(product["variants"][item_id])
         raise ValueError("Item not found")
@@ -215,7 +215,7 @@ class RetailTools(Toolkit):
 
     @tool("read")
     def list_all_product_types(self) -> str:
-        names = {p["name"]: p["product_id"] for p in self.db.products.values()}
+        names = {p["name"]: p["product_id"] for p in self.db["products"].values()}
         return json.dumps(names, sort_keys=True)
 
     @tool("write")

@@ -8,8 +8,10 @@ Tools are plain functions ``fn(world, kb, **arguments)`` over an injected
 
 from __future__ import annotations
 
+import re
 import traceback
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from ..world import World
@@ -112,6 +114,20 @@ def longitude_range(value: Any, name: str) -> None:
 def check_phone(value: Any) -> None:
     if value is NOT_GIVEN:
         return
+    if type(value) is str:
+        if not _NANP_E164.fullmatch(value):  # +1 and ten digits always parse
+            _parse_phone(value)  # a text that parsed once parses again: remembered
+        return
+    import phonenumbers
+
+    phonenumbers.parse(value)
+
+
+_NANP_E164 = re.compile(r"\+1[2-9][0-9]{9}")
+
+
+@lru_cache(maxsize=1024)
+def _parse_phone(value: str) -> None:
     import phonenumbers
 
     phonenumbers.parse(value)
