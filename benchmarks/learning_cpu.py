@@ -45,7 +45,6 @@ from trace_gym.core import ToolEnv, ToolSet  # noqa: E402
 from trace_gym.core.env import Episode  # noqa: E402
 
 WORDS = ["apple", "river", "stone", "cloud", "ember", "maple", "orbit", "tulip", "amber", "cedar", "delta", "frost"]
-REFUSAL = "Sorry, I can't do that."
 
 
 class SayWordEnv(ToolEnv):
@@ -129,18 +128,15 @@ def evaluate(model: Any, tok: Any, env_id: str, seeds: list[int], a: argparse.Na
 
 
 def refusal_floor(env_id: str, seeds: list[int]) -> float:
-    """Mean reward of replying with a refusal on every seed (hint off)."""
-    env = gym.make(env_id, disable_env_checker=True)
-    total = 0.0
-    for s in seeds:
-        env.reset(seed=s, options=None if env_id == TOY_ENV else {"hint": False})
-        done, r = False, 0.0
-        while not done:
-            _, r, term, trunc, _ = env.step(REFUSAL)
-            done = term or trunc
-        total += float(r)
-    env.close()
-    return total / max(1, len(seeds))
+    """Mean reward of :class:`~trace_gym.eval.floor.RefusalPolicy` (refuse every turn) over ``seeds``, hint off."""
+    from trace_gym.eval.floor import RefusalPolicy
+    from trace_gym.rollout import rollout_batch
+
+    envs = [gym.make(env_id, disable_env_checker=True) for _ in seeds]
+    trajs = rollout_batch(envs, RefusalPolicy(), seeds, None if env_id == TOY_ENV else {"hint": False})
+    for e in envs:
+        e.close()
+    return float(np.mean([t.reward for t in trajs])) if trajs else 0.0
 
 
 def other_envs(env_id: str) -> list[str]:
@@ -223,6 +219,13 @@ def main() -> int:
     from trace_gym.train.trainer import make_env_factory
 
     held_out = list(range(a.eval_seed_start, a.eval_seed_start + a.eval_seeds))
+
+    def evaluate_adapter(folder: Path, label: str) -> np.ndarray:
+        """A fresh base model with the adapter in ``folder``, evaluated on the held-out seeds."""
+        fresh, tok_a = load_model_and_tokenizer(a.model)
+        print(f"[{label}] evaluating", file=sys.stderr, flush=True)
+        return evaluate(PeftModel.from_pretrained(fresh, str(folder)), tok_a, a.env, held_out, a, label)
+
     if a.env == TOY_ENV or a.warm_start_envs == "none":
         sft_envs: list[str] = []
     elif a.warm_start_envs == "auto":
@@ -261,13 +264,9 @@ def main() -> int:
                                  **{k: v for k, v in ws.record.items() if k.startswith("loss")}}
         timing["warm_start"] = time.perf_counter() - t
         t = time.perf_counter()
-        fresh, tok_w = load_model_and_tokenizer(a.model)
-        warm = PeftModel.from_pretrained(fresh, str(ws_dir))
-        print("[warm start] evaluating", file=sys.stderr, flush=True)
-        rewards["warm"] = evaluate(warm, tok_w, a.env, held_out, a, "warm")
+        rewards["warm"] = evaluate_adapter(ws_dir, "warm")
         timing["eval_warm"] = time.perf_counter() - t
         init = str(ws_dir)
-        del warm, fresh
 
     t = time.perf_counter()
     print(f"[grpo] training for up to {a.minutes:g} min / {a.steps} steps", file=sys.stderr, flush=True)
@@ -276,10 +275,7 @@ def main() -> int:
                    callbacks=[_TimeBudget(a.minutes * 60)])
     timing["grpo"] = time.perf_counter() - t
     t = time.perf_counter()
-    fresh, tok_g = load_model_and_tokenizer(a.model)
-    tuned = PeftModel.from_pretrained(fresh, str(out))
-    print("[grpo] evaluating", file=sys.stderr, flush=True)
-    rewards["grpo"] = evaluate(tuned, tok_g, a.env, held_out, a, "grpo")
+    rewards["grpo"] = evaluate_adapter(out, "grpo")
     timing["eval_grpo"] = time.perf_counter() - t
 
     names = {"base": f"base {a.model}", "warm": "+ warm start" + (" (own demos)" if sft_envs == [a.env] else " (format only)"), "grpo": "+ warm start + GRPO" if sft_envs else "+ GRPO"}
@@ -307,7 +303,7 @@ def main() -> int:
     quarters = [float(np.mean(curve[i: i + q])) for i in range(0, len(curve), q)][:4] if curve else []
     print(f"GRPO: {result.steps} steps (G={a.generations}, lr {a.lr}, hint fraction {a.hint_fraction}), {result.rollouts} rollouts, "
           f"{timing['grpo'] / 60:.1f} min; training reward by quarter: {', '.join(f'{x:.3f}' for x in quarters)}")
-    print(f"refusal floor (reply '{REFUSAL}' to every seed): {floor:.3f}\n")
+    print(f"refusal floor (refuse every turn on every seed): {floor:.3f}\n")
     print("| model | mean reward [95% CI] | perfect episodes [95% CI] |")
     print("|---|---|---|")
     for k, s in summary.items():
