@@ -191,6 +191,8 @@ def main() -> int:
     p.add_argument("--sft-steps", type=int, default=24)
     p.add_argument("--sft-seeds-per-env", type=int, default=16)
     p.add_argument("--sft-lr", type=float, default=2e-4)
+    p.add_argument("--sft-prefix-grad", default="exact", choices=("exact", "detached"),
+                   help="detached: each demonstration's prompt runs without gradient (faster, approximate)")
     p.add_argument("--max-tokens", type=int, default=96, help="tokens per agent turn")
     p.add_argument("--max-completion", type=int, default=768)
     p.add_argument("--temperature", type=float, default=0.7)
@@ -254,7 +256,7 @@ def main() -> int:
                       temperature=a.temperature, top_p=a.top_p, hint_fraction=a.hint_fraction,
                       num_train_seeds=max(256, a.steps * a.seeds_per_step), progress=False, manifest=False, plot=False,
                       sft_envs=sft_envs, sft_seeds_per_env=a.sft_seeds_per_env, sft_max_steps=a.sft_steps,
-                      sft_learning_rate=a.sft_lr, max_resamples=a.max_resamples)
+                      sft_learning_rate=a.sft_lr, sft_prefix_grad=a.sft_prefix_grad, max_resamples=a.max_resamples)
     init = None
     if sft_envs:
         t = time.perf_counter()
@@ -291,7 +293,7 @@ def main() -> int:
                     "timing_s": {k: round(v, 1) for k, v in timing.items()},
                     "config": {"G": a.generations, "seeds_per_step": a.seeds_per_step, "lr": a.lr, "lora_r": a.lora_r,
                                "hint_fraction": a.hint_fraction, "max_resamples": a.max_resamples, "sft_lr": a.sft_lr,
-                               "sft_steps": a.sft_steps, "max_tokens": a.max_tokens, "max_completion": a.max_completion}})
+                               "sft_steps": a.sft_steps, "sft_prefix_grad": a.sft_prefix_grad, "max_tokens": a.max_tokens, "max_completion": a.max_completion}})
 
     print(f"\nenv {a.env}, model {a.model}; {len(held_out)} held-out seeds x {a.samples} samples, hint off, "
           f"temperature {a.temperature}, top-p {a.top_p}")

@@ -100,3 +100,42 @@ def test_plain_gym_text_env_without_messages_works(tokenizer):
     [ep] = run_token_episodes(Echo, [EpisodeRequest(0)], renderer, gen, stop_texts=[tokenizer.eos_token])
     assert ep.turns == 2 and ep.reward == 1.0
     assert "again" in tokenizer.decode(ep.completion_ids)
+
+
+def test_a_cut_episode_is_scored_by_the_env_as_truncated(tokenizer, toolsandbox_data):
+    """By default the token budget does not erase partial credit: the env scores the cut episode as a
+    step-limit truncation (here: location service turned on, location never read nor told)."""
+    env_id = "trace/cap-ts-location-dependency-v0"
+    renderer = ChatRenderer(tokenizer)
+    call = format_tool_call("set_location_service_status", {"on": True}, style="hermes")
+    gen = scripted_generate(tokenizer, [call, "word " * 200])
+    env = gym.make(env_id, disable_env_checker=True)
+    for seed in range(40):  # a seed whose world lets the call succeed (low-battery mode off)
+        env.reset(seed=seed)
+        env.step(call)
+        want, info = env.unwrapped.truncate()
+        if want > 0:
+            break
+    assert 0 < want < 1 and info  # partial credit for the prerequisite
+    [ep] = run_token_episodes(_factory(env_id), [EpisodeRequest(seed)], renderer, gen, stop_texts=[tokenizer.eos_token],
+                              max_new_tokens_per_turn=64, max_completion_length=120, hint_option="hint")
+    assert ep.truncated and ep.termination_reason == "token_budget"
+    assert ep.turns == 2 and ep.reward == want and ep.reward_info == info
+    # a fixed truncated_reward still overrides the env
+    [fixed] = run_token_episodes(_factory(env_id), [EpisodeRequest(seed)], renderer, scripted_generate(tokenizer, [call, "word " * 200]),
+                                 stop_texts=[tokenizer.eos_token], max_new_tokens_per_turn=64, max_completion_length=120,
+                                 truncated_reward=0.0)
+    assert fixed.truncated and fixed.reward == 0.0
+
+
+def test_truncate_ends_the_episode_once(toolsandbox_data):
+    import pytest
+
+    env = gym.make("trace/cap-ts-location-dependency-v0", disable_env_checker=True).unwrapped
+    env.reset(seed=0)
+    reward, info = env.truncate()
+    assert env.termination_reason == "max_steps" and isinstance(reward, float) and isinstance(info, dict)
+    with pytest.raises(RuntimeError, match="finished episode"):
+        env.truncate()
+    with pytest.raises(RuntimeError, match="finished episode"):
+        env.step("hello")

@@ -49,6 +49,8 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--sft-steps", "sft_max_steps", int, "warm start: optimizer steps (0: --sft-epochs decide)"),
     ("--sft-epochs", "sft_epochs", float, "warm start: passes over the demonstrations"),
     ("--sft-lr", "sft_learning_rate", float, "warm start: learning rate"),
+    ("--sft-prefix-grad", "sft_prefix_grad", str,
+     "warm start: exact (default) | detached: run each demonstration's prompt without gradient (faster, approximate)"),
     ("--prefix-grad", "prefix_grad", str, "exact (default) | detached: train the shared prompt prefix, or not (faster, approximate)"),
 ]
 

@@ -17,7 +17,8 @@ Actions and observations are text (:class:`~trace_gym.core.spaces.TextSpace`).
   (so an LLM can recover) but is not part of the scored transcript and changes no state.
 * ``terminated`` when the conversation ends (the agent or user stops, a transfer, ...);
   ``truncated`` when the step limit is hit (or the environment ends the episode with
-  the reason ``"max_steps"``).  The reward is given once, at the end, with its
+  the reason ``"max_steps"``); :meth:`ToolEnv.truncate` does the same between steps
+  for a caller with a limit of its own (a trainer's token budget).  The reward is given once, at the end, with its
   components in ``info["reward_info"]``.
 
 Subclasses implement :meth:`_start`, :meth:`_respond` and :meth:`_evaluate`, and may
@@ -178,6 +179,26 @@ class ToolEnv(PicklableByValue, gym.Env[str, str]):
         and ``termination_reason``)."""
         return {}
 
+    def truncate(self) -> tuple[float, dict[str, Any]]:
+        """End the episode now, between steps, as if its step limit had been reached, and score it.
+
+        For callers that stop an episode for a reason of their own (a trainer's token budget):
+        the episode is scored exactly as a step-limit truncation would be, so partial credit
+        the env gives a truncated episode is kept.  Returns ``(reward, reward_info)``.  An
+        episode the opening already ended keeps its own reason.  Raises ``RuntimeError`` on a
+        finished episode (like :meth:`step`).
+        """
+        if self._done:
+            raise RuntimeError("truncate() called on a finished episode: call reset() first")
+        self.end(TRUNCATED)
+        return self._close()
+
+    def _close(self) -> tuple[float, dict[str, Any]]:
+        """Finish the episode and evaluate it (the one place an episode's reward is computed)."""
+        self._done = True
+        reward, breakdown = self._evaluate()
+        return float(reward), breakdown
+
     # ------------------------------------------------------------------ helpers for subclasses
     def end(self, reason: str, *, replace: bool = False) -> None:
         """Mark the conversation finished; the current step returns ``terminated=True``
@@ -292,8 +313,7 @@ class ToolEnv(PicklableByValue, gym.Env[str, str]):
         terminated = self._termination_reason is not None and not truncated
         reward = 0.0
         if terminated or truncated:
-            self._done = True
-            reward, breakdown = self._evaluate()
+            reward, breakdown = self._close()
             extra["reward_info"] = breakdown
             extra["termination_reason"] = self._termination_reason
             extra.update(self._final_info())

@@ -63,7 +63,9 @@ class TrainConfig:
     max_new_tokens_per_turn: int = 256
     max_completion_length: int = 1024  # all agent and environment tokens of one episode after the prompt
     max_turns: int | None = None  # None: the environment's own step limit
-    truncated_reward: float = 0.0  # reward of an episode cut by the token budget before it ended
+    # Reward of an episode cut by the token budget or max_turns before it ended.  None: the env scores
+    # it as a step-limit truncation (ToolEnv.truncate), so partial credit the env gives is kept.
+    truncated_reward: float | None = None
 
     # Constant-reward groups.
     resample_constant_groups: bool = True
@@ -97,6 +99,9 @@ class TrainConfig:
     sft_batch_size: int = 4
     sft_gradient_accumulation_steps: int = 1
     sft_max_length: int = 4096  # tokens per demonstration (longer ones are cut)
+    # exact: plain SFT; detached: the prompt before the first trained token runs once without gradient
+    # (its keys and values do not learn: faster, approximate, opt-in).
+    sft_prefix_grad: str = "exact"
 
     # Back end.
     backend: str = "auto"  # auto | transformers | vllm
@@ -167,6 +172,7 @@ class TrainConfig:
             "device": ("auto", "cpu", "cuda"),
             "scale_rewards": ("group", "batch", "none"),
             "prefix_grad": ("exact", "detached"),
+            "sft_prefix_grad": ("exact", "detached"),
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

@@ -82,7 +82,7 @@ def run_token_episodes(
     max_new_tokens_per_turn: int = 256,
     max_completion_length: int = 1024,
     max_turns: int | None = None,
-    truncated_reward: float = 0.0,
+    truncated_reward: float | None = None,
     hint_option: str = "hint",
     envs: list[Any] | None = None,
 ) -> list[TokenEpisode]:
@@ -148,8 +148,20 @@ def run_token_episodes(
     return [x.episode for x in live]
 
 
-def _cut(x: _Live, reward: float, reason: str) -> None:
+def _cut(x: _Live, reward: float | None, reason: str) -> None:
+    """End an episode the trainer's limits stopped: ``reward`` if given, else the env's score of it as
+    truncated (:meth:`~trace_gym.core.env.ToolEnv.truncate`; 0.0 for an env without that method)."""
     x.done = True
-    x.episode.reward = float(reward)
-    x.episode.truncated = True
-    x.episode.termination_reason = reason
+    ep = x.episode
+    ep.truncated = True
+    ep.termination_reason = reason
+    if reward is not None:
+        ep.reward = float(reward)
+        return
+    truncate = getattr(getattr(x.env, "unwrapped", x.env), "truncate", None)
+    if callable(truncate):
+        ep.reward, info = truncate()
+        ep.reward = float(ep.reward)
+        ep.reward_info = dict(info or {})
+    else:
+        ep.reward = 0.0

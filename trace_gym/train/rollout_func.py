@@ -122,7 +122,7 @@ class EnvRolloutFunc:
         max_new_tokens_per_turn: int = 256,
         max_completion_length: int = 1024,
         max_turns: int | None = None,
-        truncated_reward: float = 0.0,
+        truncated_reward: float | None = None,
         tools_in_prompt: str = "auto",
         tool_listing: str = "compact",
         tool_format: str = "auto",
@@ -142,7 +142,7 @@ class EnvRolloutFunc:
         self.max_new_tokens_per_turn = int(max_new_tokens_per_turn)
         self.max_completion_length = int(max_completion_length)
         self.max_turns = max_turns
-        self.truncated_reward = float(truncated_reward)
+        self.truncated_reward = None if truncated_reward is None else float(truncated_reward)
         self.tools_in_prompt = tools_in_prompt
         self.tool_listing = tool_listing
         self.tool_format = tool_format

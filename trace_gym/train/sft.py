@@ -40,7 +40,7 @@ RECORD_NAME = "warm_start.json"
 _SFT_FIELDS = ("model", "env_id", "env_kwargs", "seed", "tools_in_prompt", "tool_listing", "tool_format", "lora_r", "lora_alpha",
                "lora_dropout", "lora_target_modules", "lora_bias", "sft_envs", "sft_seeds_per_env", "sft_seed_start",
                "sft_epochs", "sft_max_steps", "sft_learning_rate", "sft_batch_size", "sft_gradient_accumulation_steps",
-               "sft_max_length", "dtype")
+               "sft_max_length", "sft_prefix_grad", "dtype")
 
 
 @dataclass
@@ -108,6 +108,20 @@ def _sft_args(cfg: TrainConfig, out: Path, device: str, dtype: Any) -> Any:
         **run_arguments(cfg, SFTConfig, device, dtype),
     )
     return SFTConfig(**kwargs)
+
+
+def _detached_prompt_trainer(base: type) -> type:
+    """``base`` (TRL's SFTTrainer) whose loss runs each batch's prompt once without gradient
+    (:func:`~trace_gym.train.shared_prefix.detached_prompt_loss`; ``sft_prefix_grad="detached"``)."""
+    from .shared_prefix import detached_prompt_loss
+
+    class DetachedPromptSFTTrainer(base):  # type: ignore[misc, valid-type]
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # noqa: ANN001
+            loss = detached_prompt_loss(model, inputs["input_ids"], inputs["attention_mask"], inputs["labels"],
+                                        num_items=num_items_in_batch)
+            return (loss, None) if return_outputs else loss
+
+    return DetachedPromptSFTTrainer
 
 
 def _rows(cfg: TrainConfig, tokenizer: Any, demos: Sequence[Demonstration]) -> list[dict[str, Any]]:
@@ -199,8 +213,9 @@ def warm_start(
     datasets.disable_progress_bars()  # no progress bar per dataset preparation stage
     try:
         with renamed_checkpointing_warnings_hidden():
-            trainer = SFTTrainer(model=peft_model, args=args, train_dataset=Dataset.from_list(rows),
-                                 processing_class=tokenizer, callbacks=[_Log(), *(callbacks or [])])
+            trainer_class = _detached_prompt_trainer(SFTTrainer) if cfg.sft_prefix_grad == "detached" else SFTTrainer
+            trainer = trainer_class(model=peft_model, args=args, train_dataset=Dataset.from_list(rows),
+                                    processing_class=tokenizer, callbacks=[_Log(), *(callbacks or [])])
     finally:
         if bars:
             datasets.enable_progress_bars()

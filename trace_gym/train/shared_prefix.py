@@ -45,7 +45,7 @@ from ..policies.prefix_cache import cache_argument, common_length
 
 __all__ = [
     "PREFIX_GRAD_MODES", "PrefixCluster", "plan_prefix_clusters", "prefix_log_probs",
-    "prefix_kv", "supported", "cache_argument", "common_length",
+    "prefix_kv", "supported", "cache_argument", "common_length", "detached_prompt_loss",
 ]
 
 PREFIX_GRAD_MODES = ("exact", "detached")
@@ -316,6 +316,50 @@ def prefix_log_probs(
     if compute_entropy:
         ent = torch.cat([p[2] for p in parts], dim=0).index_select(0, inverse)
     return logps, ent
+
+
+def detached_prompt_loss(model: Any, input_ids: Any, attention_mask: Any, labels: Any, *,
+                         num_items: Any = None, min_tokens: int = 16) -> Any:
+    """Causal-LM loss of a right-padded SFT batch with its prompts run once without gradient.
+
+    The batch's prompt columns (those before the first labelled token of every row,
+    less one: that token's hidden state predicts the first scored token) are run
+    under ``torch.no_grad`` with all rows at once; the rest attends to their keys and
+    values with gradient.  The loss value equals the plain forward's (same tokens,
+    same positions); the gradient lacks what flows through the prompt's keys and
+    values, so it is an approximation (opt-in: ``TrainConfig.sft_prefix_grad``).
+    ``labels`` hold -100 on unscored tokens; the loss is the sum of the scored
+    tokens' negative log-likelihoods over ``num_items`` (the trainer's count across
+    gradient accumulation) or over this batch's count.  With fewer than
+    ``min_tokens`` prompt columns the plain forward runs.
+    """
+    scored = labels[:, 1:] != -100
+    count = scored.sum()
+    denominator = num_items if num_items is not None else count.clamp(min=1)
+    if isinstance(denominator, torch.Tensor):
+        denominator = denominator.to(input_ids.device)
+    labelled = labels != -100
+    lengths = attention_mask.sum(dim=1)
+    firsts = torch.where(labelled.any(dim=1), labelled.int().argmax(dim=1), lengths)
+    cut = int(firsts.min()) - 1 if input_ids.size(0) else 0
+    if cut < max(1, min_tokens) or not bool(attention_mask[:, :cut].all()):
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+        targets = labels[:, 1:]
+    else:
+        width = input_ids.size(1)
+        batch = input_ids.size(0)
+        device = input_ids.device
+        layers = prefix_kv(model, input_ids[:, :cut], torch.arange(cut, device=device)[None, :].expand(batch, -1), grad=False)
+        cache = _shared_cache(layers, len(layers))
+        kwargs = {"input_ids": input_ids[:, cut:], "attention_mask": attention_mask,
+                  "position_ids": torch.arange(cut, width, device=device)[None, :].expand(batch, -1),
+                  cache_argument(model): cache}
+        with _cache_through_checkpointing(model):
+            logits = model(**kwargs, use_cache=False).logits[:, :-1].float()
+        targets = labels[:, cut + 1:]
+    nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
+                                            ignore_index=-100, reduction="sum")
+    return nll / denominator
 
 
 # ----------------------------------------------------------------------------- the GRPO hook
