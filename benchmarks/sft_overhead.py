@@ -24,7 +24,6 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -35,7 +34,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-from trainer_overhead import StepTimer  # noqa: E402
+from trainer_overhead import StepTimer, run_worker  # noqa: E402
 
 ENVS = ("trace/cap-refund-policy-v0", "trace/cap-ts-location-dependency-v0")
 SIDES = ("exact", "detached")
@@ -46,7 +45,7 @@ def worker(env_id: str, side: str, a: argparse.Namespace, out: str) -> dict[str,
 
     from trace_gym.train.chat import ChatRenderer
     from trace_gym.train.config import TrainConfig
-    from trace_gym.train.demos import build_demonstrations, demo_token_count, tokenize_demonstration
+    from trace_gym.train.demos import build_demonstrations, tokenize_demonstration
     from trace_gym.train.models import load_lora, load_model_and_tokenizer
     from trace_gym.train.sft import demo_loss, warm_start
 
@@ -65,19 +64,11 @@ def worker(env_id: str, side: str, a: argparse.Namespace, out: str) -> dict[str,
     after = demo_loss(load_lora(model, out, cfg), held_rows)
     return {"times": timer.times, "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
             "held_out_before": before, "held_out_after": after, "steps": res.steps, "demos": res.demos,
-            "tokens": demo_token_count([tokenize_demonstration(renderer, d, cfg.sft_max_length)
-                                        for d in build_demonstrations([env_id], a.demos).demos])}
+            "tokens": {k: res.record[k] for k in ("tokens", "trained_tokens")}}
 
 
 def run_side(env_id: str, side: str, a: argparse.Namespace, tmp: str) -> dict[str, Any]:
-    out = os.path.join(tmp, f"{env_id.replace('/', '_')}-{side}")
-    cmd = [sys.executable, __file__, "--worker", env_id, side, "--out", out, *a.passthrough]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-    return {"error": f"exit {proc.returncode}: {' | '.join(tail)}"}
+    return run_worker(__file__, [env_id, side], os.path.join(tmp, f"{env_id.replace('/', '_')}-{side}"), a.passthrough)
 
 
 def main() -> int:

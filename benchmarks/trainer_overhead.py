@@ -217,7 +217,13 @@ def worker(case: str, side: str, a: argparse.Namespace, out: str) -> dict[str, A
 def run_side(case: str, side: str, a: argparse.Namespace, tmp: str) -> dict[str, Any]:
     out = os.path.join(tmp, f"{case}-{side}")
     os.makedirs(out, exist_ok=True)
-    cmd = [sys.executable, __file__, "--worker", case, side, "--out", out, *a.passthrough]
+    return run_worker(__file__, [case, side], out, a.passthrough)
+
+
+def run_worker(script: str, worker: list[str], out: str, passthrough: list[str]) -> dict[str, Any]:
+    """Run ``script --worker *worker --out out *passthrough`` in a fresh process (its peak RSS is its own);
+    its ``RESULT {json}`` line, or ``{"error": ...}`` with the end of its output."""
+    cmd = [sys.executable, script, "--worker", *worker, "--out", out, *passthrough]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):

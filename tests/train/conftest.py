@@ -45,3 +45,15 @@ def scripted_generate(tokenizer, turns: list[str]):
 
     generate.state = state  # type: ignore[attr-defined]
     return generate
+
+
+def trained_looking_lora(peft, scale: float = 0.2, seed: int = 1):
+    """Give a fresh LoRA adapter random ``lora_B`` weights, so that it changes the forward; returns ``peft``."""
+    import torch
+
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(seed)
+        for name, p in peft.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * scale)
+    return peft

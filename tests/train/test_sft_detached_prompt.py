@@ -8,6 +8,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 pytest.importorskip("peft")
 
+from tests.train.conftest import trained_looking_lora  # noqa: E402
 from trace_gym.train.config import ConfigError, TrainConfig  # noqa: E402
 from trace_gym.train.shared_prefix import detached_prompt_loss, supported  # noqa: E402
 
@@ -29,11 +30,7 @@ def _lora_model(seed=0):
 
     model, tok = tiny_test_model(seed=seed)
     peft = wrap_lora(model, TrainConfig(lora_r=4, lora_alpha=8, lora_dropout=0.0))
-    with torch.no_grad():  # a trained-looking adapter, so that LoRA changes the forward
-        gen = torch.Generator().manual_seed(1)
-        for name, p in peft.named_parameters():
-            if "lora_B" in name:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
+    trained_looking_lora(peft)  # so that LoRA changes the forward
     peft.train()
     return peft, tok
 

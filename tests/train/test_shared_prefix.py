@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 pytest.importorskip("peft")
 
+from tests.train.conftest import trained_looking_lora  # noqa: E402
 from trace_gym.train.shared_prefix import cache_argument, plan_prefix_clusters, prefix_log_probs, supported  # noqa: E402
 
 pytestmark = [pytest.mark.model, pytest.mark.skipif(not supported(), reason="needs the layered KV cache API of transformers >= 5")]
@@ -28,11 +29,7 @@ def _trainer(tmp_path, *, gradient_checkpointing=False, batch=6, generations=3):
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     model, tok = load_model_and_tokenizer("tiny", seed=0)
     peft = wrap_lora(model, TrainConfig(lora_r=4, lora_alpha=8, lora_dropout=0.0))
-    with torch.no_grad():  # a trained-looking adapter, so that LoRA changes the forward
-        gen = torch.Generator().manual_seed(1)
-        for name, p in peft.named_parameters():
-            if "lora_B" in name:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
+    trained_looking_lora(peft)  # so that LoRA changes the forward
     args = GRPOConfig(output_dir=str(tmp_path / "ckpt"), per_device_train_batch_size=batch, num_generations=generations,
                       max_completion_length=64, beta=0.0, epsilon=0.2, epsilon_high=0.28, loss_type="dapo", report_to="none",
                       use_cpu=True, bf16=False, gradient_checkpointing=gradient_checkpointing, remove_unused_columns=False, max_steps=1)

@@ -161,7 +161,6 @@ def _cut(x: _Live, reward: float | None, reason: str) -> None:
     truncate = getattr(getattr(x.env, "unwrapped", x.env), "truncate", None)
     if callable(truncate):
         ep.reward, info = truncate()
-        ep.reward = float(ep.reward)
-        ep.reward_info = dict(info or {})
+        ep.reward_info = dict(info)
     else:
         ep.reward = 0.0
