@@ -22,7 +22,7 @@ rollouts on the first step, so ``off`` should give 1.000 and ``detached`` shows 
 far dropping the prompt's gradient moves the update.
 
     python benchmarks/trainer_overhead.py [--model smollm2|tiny] [--steps 4] [--generations 4] \\
-        [--max-tokens 256] [--cases cap,toy] [--sides bare,off,on,detached] [--threads 1]
+        [--max-tokens 256] [--cases cap,toy] [--sides bare,off,on,detached] [--threads 1] [--micro-batch 1]
 
 Targets (``cap``): ``on`` >= 3x faster per step than ``bare``; ``off`` <= 1.1x ``bare``.
 """
@@ -120,11 +120,18 @@ class StepTimer:
         self.callback = _CB()
 
 
-def grpo_args(out: str, a: argparse.Namespace) -> Any:
+def grpo_args(out: str, a: argparse.Namespace, side: str) -> Any:
+    """The same GRPO settings on every side; ``--micro-batch`` splits a step's sequences into micro-batches on the
+    unshared sides (bare, off), while the sharing sides keep each group in one batch, as sharing needs."""
     from trl import GRPOConfig
 
+    batch = a.generations * a.groups
+    micro = a.micro_batch if a.micro_batch and side in ("bare", "off") else batch
+    if batch % micro:
+        raise SystemExit(f"--micro-batch {micro} must divide G x groups = {batch}")
     return GRPOConfig(
-        output_dir=out, per_device_train_batch_size=a.generations * a.groups, num_generations=a.generations,
+        output_dir=out, per_device_train_batch_size=micro, gradient_accumulation_steps=batch // micro,
+        num_generations=a.generations,
         max_completion_length=a.max_tokens, max_steps=a.steps + 1, learning_rate=1e-5, beta=0.0, epsilon=0.2,
         epsilon_high=0.28, loss_type="dapo", temperature=1.0, top_k=0, top_p=1.0, report_to="none", disable_tqdm=True,
         save_strategy="no", logging_steps=1, seed=0, use_cpu=a.device == "cpu", bf16=False, remove_unused_columns=False,
@@ -185,7 +192,7 @@ def worker(case: str, side: str, a: argparse.Namespace, out: str) -> dict[str, A
         from trl import GRPOTrainer
 
         data, reward = bare_dataset(case, tok)
-        trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=grpo_args(out, a), train_dataset=data,
+        trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=grpo_args(out, a, side), train_dataset=data,
                               processing_class=tok, callbacks=[timer.callback])
     else:
         from trace_gym.train import grpo_trainer_kwargs
@@ -194,7 +201,7 @@ def worker(case: str, side: str, a: argparse.Namespace, out: str) -> dict[str, A
         kwargs = grpo_trainer_kwargs(CAP_ENV if case == "cap" else TOY_ENV, seeds=range(NUM_SEEDS), num_generations=a.generations,
                                      max_new_tokens_per_turn=min(a.max_tokens, a.turn_tokens), max_completion_length=a.max_tokens,
                                      resample_constant_groups=False, prefix_cache=side != "off")
-        trainer = grpo_trainer_class()(model=model, args=grpo_args(out, a), processing_class=tok, callbacks=[timer.callback], **kwargs)
+        trainer = grpo_trainer_class()(model=model, args=grpo_args(out, a, side), processing_class=tok, callbacks=[timer.callback], **kwargs)
         trainer.shared_prefix = side != "off"
         trainer.prefix_grad = "detached" if side == "detached" else "exact"
     if torch.cuda.is_available() and a.device != "cpu":
@@ -243,7 +250,8 @@ def report(case: str, results: dict[str, dict[str, Any]], a: argparse.Namespace)
     import torch
 
     print(f"\ncase {case}: model={a.model} G={a.generations} groups/step={a.groups} completion tokens={a.max_tokens} "
-          f"timed steps={a.steps} gradient checkpointing={'on' if a.gradient_checkpointing else 'off'}")
+          f"timed steps={a.steps} gradient checkpointing={'on' if a.gradient_checkpointing else 'off'} "
+          f"micro-batch on bare/off={a.micro_batch or a.generations * a.groups} threads={a.threads or 'default'}")
     print(f"{'side':<10}{'s/step':>9}{'x bare':>8}{'peak RSS GB':>13}{'reward':>8}{'cos(update, on)':>17}")
     med = {s: statistics.median(r["times"][1:] or r["times"]) for s, r in results.items() if "times" in r and r["times"]}
     ref = torch.load(results["on"]["delta"]) if "delta" in results.get("on", {}) else None
@@ -277,6 +285,8 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch default)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--gradient-checkpointing", action="store_true")
+    p.add_argument("--micro-batch", type=int, default=0,
+                   help="sequences per forward on the bare and off sides (0: the whole step); the rest accumulate")
     p.add_argument("--cases", default="cap,toy")
     p.add_argument("--sides", default=",".join(SIDES))
     p.add_argument("--worker", nargs=2, metavar=("CASE", "SIDE"), help=argparse.SUPPRESS)

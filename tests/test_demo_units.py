@@ -28,10 +28,15 @@ def test_toolsandbox_target_runs_without_a_scripted_agent():
         assert c.band == (0.2, 0.6) and c.tune_rounds >= 1 and c.min_capabilities == 1
     assert fast.base_tasks < real.base_tasks and fast.train_steps < real.train_steps
     assert tiny.max_new_tokens < real.max_new_tokens and tiny.train_steps <= fast.train_steps
-    assert real.train_steps >= 8 and real.eval_tasks >= 8  # enough steps for the reward to move, several categories
+    assert real.eval_tasks >= 8  # several categories
+    # each adapter first learns from its own env's reference episodes (what made SmolLM2 solve a capability env in
+    # the learning benchmark), then GRPO; the tau2 demo has no such warm start
+    assert real.cap_warm_demos >= 8 and real.cap_warm_steps >= 8 and real.train_steps >= 2
+    assert 0 < tiny.cap_warm_demos <= real.cap_warm_demos and fast.cap_warm_steps <= real.cap_warm_steps
     retail = DemoConfig.for_run(target="trace/tau2-retail-v0")
     assert DemoConfig.for_run().target == retail.target  # the τ² demo stays the default until the ToolSandbox one is timed
     assert retail.scripted and retail.success is None and retail.env_kwargs == {"unjudged_nl": "ignore"}
+    assert retail.cap_warm_demos == 0
     with pytest.raises(ValueError, match="target must be one of"):
         DemoConfig.for_run(target="nonsense")
 

@@ -63,5 +63,10 @@ def test_tiny_compare_on_toolsandbox(tmp_path):
     assert trace["synthesis"]["envs"][0]["env_id"].endswith("-toolsandbox-v0")
     ledger = trace["budget"]
     assert ledger["used"] == m["trace"]["rollouts"] <= cfg.budget and ledger["by_stage"]["base_rollouts"] == cfg.base_tasks
+    # the capability warm start's reference episode is charged to the adapter's training stage
+    adapter = trace["adapters"][0]
+    assert adapter["demonstrations"] == cfg.cap_warm_demos == 1
+    assert ledger["by_stage"][f"train:{adapter['capability']}"] == adapter["rollouts"] >= 1
     md = (tmp_path / "run" / "compare.md").read_text()
     assert "refusal floor" in md and "Rollout budget ledger" in md and "insufficient_information" in md
+    assert "1 of them reference episodes of the capability envs" in md

@@ -99,6 +99,9 @@ class CompareConfig:
     mastered: float = 0.9  # calibration mean reward at which a capability needs no adapter
     band: list[float] | None = None  # base mean reward each capability env's knobs are tuned toward (e.g. [0.2, 0.6])
     tune_rounds: int = 0  # rounds of that knob search, charged to the budget (0: calibration only measures)
+    # TRACE only: each capability adapter is first SFT'd on this many reference episodes of its own env (train
+    # split, the ``sft_*`` settings of ``train``), charged to TRACE's budget one rollout each (0: GRPO alone).
+    cap_warm_demos: int = 0
     embedder: str | None = None
     # GEPA
     gepa_minibatch: int = 3
@@ -130,6 +133,8 @@ class CompareConfig:
             raise ValueError(f"budget must be >= 0, got {self.budget}")
         if self.trials < 1:
             raise ValueError(f"trials must be >= 1, got {self.trials}")
+        if self.cap_warm_demos < 0:
+            raise ValueError(f"cap_warm_demos must be >= 0, got {self.cap_warm_demos}")
         if "single" in self.methods and "trace" not in self.methods:
             raise ValueError("method 'single' reuses the adapters trained by 'trace'; add 'trace'")
         from ..pipeline.warm import check_warm_fields
@@ -290,7 +295,8 @@ def trace_plan(cfg: CompareConfig, budget: RolloutBudget, root: Path, tasks: lis
         seed=cfg.seed, min_capabilities=cfg.min_capabilities, max_capabilities=cfg.max_capabilities,
         cap_env_kwargs=cfg.cap_env_kwargs, calib_seeds=cfg.calib_seeds, calib_samples=cfg.calib_samples, mastered=cfg.mastered,
         band=tuple(cfg.band) if cfg.band else None, tune_rounds=cfg.tune_rounds,
-        train=cfg.train, max_train_steps=cfg.max_train_steps, name_adapter=lambda i, cap: f"cap-{i}-{cap}",
+        train=cfg.train, max_train_steps=cfg.max_train_steps, warm_demos=cfg.cap_warm_demos,
+        name_adapter=lambda i, cap: f"cap-{i}-{cap}",
         routing_seeds=cfg.routing_seeds, embedder=cfg.embedder, budget=budget,
         rollouts_path=root / "trace" / "base_rollouts.jsonl", index_path=root / "trace" / "router_index")
 

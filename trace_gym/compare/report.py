@@ -72,8 +72,12 @@ def ledger_markdown(doc: dict[str, Any]) -> str:
     """The rollout budget ledger: what each method spent, by stage."""
     lines = []
     for method, r in doc["methods"].items():
-        ledger = (doc.get("details", {}).get(method) or {}).get("budget") or {}
+        details = doc.get("details", {}).get(method) or {}
+        ledger = details.get("budget") or {}
         stages = ", ".join(f"{k} {v}" for k, v in (ledger.get("by_stage") or {}).items()) or "–"
+        demos = sum(int(a.get("demonstrations") or 0) for a in details.get("adapters") or [])
+        if demos:
+            stages += f" ({demos} of them reference episodes of the capability envs, for the adapters' SFT warm start)"
         lines.append(f"| {LABELS.get(method, method)} | {r['rollouts']} | {r['budget']} | {stages} |")
     if not lines:
         return ""

@@ -80,6 +80,10 @@ class DemoConfig:
     train_completion_tokens: int = 128
     learning_rate: float = 5e-5
     lora_r: int = 8
+    # capability warm start: each adapter is first SFT'd on this many reference episodes of its own env's
+    # train split (part of TRACE's work, unlike the format warm start below), for ``cap_warm_steps`` steps
+    cap_warm_demos: int = 0
+    cap_warm_steps: int = 16
     # 5. routing
     router_seeds: int = 6
     # 6. evaluation on held-out tasks (test split)
@@ -147,12 +151,14 @@ class DemoConfig:
         cfg.max_new_tokens, cfg.temperature, cfg.batch_size = 96, 0.7, 8
         cfg.calib_seeds, cfg.calib_samples, cfg.cap_max_steps = 2, 4, 8
         cfg.band, cfg.tune_rounds, cfg.min_capabilities = (0.2, 0.6), 1, 1
-        cfg.max_adapters, cfg.train_steps, cfg.group_size, cfg.train_max_turns = 2, 12, 4, 4
-        cfg.train_tokens_per_turn, cfg.train_completion_tokens, cfg.learning_rate = 64, 512, 1e-4
+        cfg.max_adapters, cfg.train_steps, cfg.group_size, cfg.train_max_turns = 2, 4, 4, 4
+        cfg.train_tokens_per_turn, cfg.train_completion_tokens, cfg.learning_rate = 64, 512, 5e-5
+        # the learning benchmark: SFT on the env's own reference episodes is what makes SmolLM2 solve a capability env
+        cfg.cap_warm_demos, cfg.cap_warm_steps = 16, 16
         cfg.router_seeds, cfg.eval_tasks, cfg.eval_trials = 6, 16, 2
         if fast:
-            cfg.base_tasks, cfg.base_samples, cfg.calib_samples, cfg.train_steps, cfg.eval_tasks = 8, 2, 2, 6, 8
-            cfg.max_adapters = 1
+            cfg.base_tasks, cfg.base_samples, cfg.calib_samples, cfg.train_steps, cfg.eval_tasks = 8, 2, 2, 2, 8
+            cfg.max_adapters, cfg.cap_warm_steps = 1, 8
         if model == "tiny":  # plumbing only: minimal sizes so a test runs the whole loop quickly
             cfg.base_tasks, cfg.base_samples, cfg.env_max_steps = 8, 1, 4
             cfg.max_new_tokens, cfg.batch_size = 8, 4
@@ -160,6 +166,7 @@ class DemoConfig:
             cfg.max_adapters, cfg.train_steps, cfg.group_size, cfg.train_max_turns = 1, 1, 2, 2
             cfg.train_tokens_per_turn, cfg.train_completion_tokens = 6, 48
             cfg.router_seeds, cfg.eval_tasks, cfg.eval_trials = 2, 4, 1
+            cfg.cap_warm_demos, cfg.cap_warm_steps = 2, 1
         return cfg
 
     def to_dict(self) -> dict[str, Any]:

@@ -187,6 +187,7 @@ def demo_plan(ctx: Context) -> tuple[TracePlan, dict[str, Any]]:
              "max_new_tokens_per_turn": cfg.train_tokens_per_turn, "max_completion_length": cfg.train_completion_tokens,
              "learning_rate": cfg.learning_rate, "lora_r": cfg.lora_r, "lora_alpha": 2 * cfg.lora_r, "max_resamples": 0,
              "max_turns": cfg.train_max_turns, "progress": True,
+             "sft_max_steps": cfg.cap_warm_steps, "sft_learning_rate": cfg.warm_start_lr, "sft_prefix_grad": "detached",
              # ~5k-token prompts: without checkpointing a real model's backward pass needs >24 GB
              "gradient_checkpointing": cfg.model != "tiny"}
     plan = TracePlan(
@@ -195,7 +196,7 @@ def demo_plan(ctx: Context) -> tuple[TracePlan, dict[str, Any]]:
         max_capabilities=cfg.max_adapters if cfg.min_capabilities else None,
         max_envs=cfg.max_adapters, cap_env_kwargs={"max_steps": cfg.cap_max_steps}, band=cfg.band, tune_rounds=cfg.tune_rounds,
         calib_seeds=cfg.calib_seeds, calib_samples=cfg.calib_samples, reference_seeds=max(4, cfg.calib_seeds),
-        train=train, train_steps=cfg.train_steps, routing_seeds=cfg.router_seeds,
+        train=train, train_steps=cfg.train_steps, warm_demos=cfg.cap_warm_demos, routing_seeds=cfg.router_seeds,
         rollouts_path=ctx.out / "rollouts" / "trajectories.jsonl", specs_dir=ctx.out / "envs")
     return plan, {"tasks": [str(t["id"]) for t in tasks], "model_tasks": base_ids}
 
@@ -244,7 +245,8 @@ def show(ctx: Context, name: str, result: Any) -> None:
                           f"solution {'–' if ref is None else format(ref, '.2f')}")
     elif name == "training":
         for a in result.adapters:
-            console.print(f"adapter {a.adapter}: {a.steps} steps, {a.trainer_rollouts} rollouts, reward per step "
+            warm = f"warm start on {a.demonstrations} reference episodes of its env, then " if a.demonstrations else ""
+            console.print(f"adapter {a.adapter}: {warm}{a.steps} GRPO steps, {a.trainer_rollouts or 0} rollouts, reward per step "
                           f"{[round(r, 2) for _, r in a.reward_curve]}")
     elif name == "routing":
         report = {"index_examples": result.index_examples, "n": result.n, "correct": result.correct,

@@ -49,20 +49,51 @@ def plan_train_steps(rollouts: int, train: dict[str, Any], max_steps: int | None
 
 
 def train_adapter(*, model: str, seed: int, env_factory: Callable[[], Any], env_id: str, out: Path,
-                  steps: int, train: dict[str, Any], run_name: str) -> dict[str, Any]:
-    """GRPO+LoRA for ``steps`` optimizer steps; returns the manifest entry plus timing (``seconds``)."""
+                  steps: int, train: dict[str, Any], run_name: str, warm_demos: int = 0) -> dict[str, Any]:
+    """GRPO+LoRA for ``steps`` optimizer steps; returns the manifest entry plus timing (``seconds``).
+
+    With ``warm_demos`` > 0 the adapter first gets a supervised warm start on that many reference
+    episodes of the env's train split, played through ``env_factory`` (so a budgeted env charges
+    one rollout per demonstration), with the ``sft_*`` settings of ``train``; with ``steps`` 0 the
+    warm start alone is the adapter.  The entry then records ``demonstrations``.
+    """
+    import time
+
     from ..progress import active
     from ..train import TrainConfig
     from ..train import train as run_train
 
     fields = {k: v for k, v in train.items() if k in TrainConfig.field_names()}
-    fields.update(env_id=env_id, model=model[3:] if model.startswith("hf:") else model, out=str(out), max_steps=steps,
+    fields.update(env_id=env_id, model=model[3:] if model.startswith("hf:") else model, out=str(out), max_steps=max(steps, 1),
                   seed=seed, save_steps=0, run_name=run_name)
     fields.setdefault("progress", active() is not None)  # a progress line when the caller shows progress
     fields.setdefault("num_train_seeds", max(64, steps * fields.get("seeds_per_step", 1)))
-    res = run_train(TrainConfig(**fields), env_factory=env_factory)
-    entry = dict(res.manifest_entry)
-    entry["seconds"] = res.seconds
+    cfg = TrainConfig(**fields)
+    if warm_demos <= 0:
+        if steps < 1:
+            raise ValueError("train_adapter needs steps >= 1 or warm demonstrations")
+        res = run_train(cfg, env_factory=env_factory)
+        entry, seconds = dict(res.manifest_entry), res.seconds
+    else:
+        from ..train.demos import build_demonstrations
+        from ..train.outputs import MANIFEST_NAME, read_manifest, update_manifest
+        from ..train.sft import train_with_warm_start, warm_start
+
+        started = time.perf_counter()
+        report = build_demonstrations([env_id], warm_demos, start=cfg.sft_seed_start, seed=cfg.seed,
+                                      factories={env_id: env_factory})
+        if not report.demos:
+            raise ValueError(f"no reference episode of {env_id} to warm-start on (skipped: {report.skipped})")
+        if steps >= 1:
+            res = train_with_warm_start(cfg, demos=report.demos, env_factory=env_factory)
+            entry = dict(res.manifest_entry)
+        else:  # the warm start is the adapter (its manifest entry has kind "sft")
+            warm_start(cfg, out=out, demos=report.demos, manifest=True)
+            entry = next(a for a in read_manifest(out.parent / MANIFEST_NAME)["adapters"] if a.get("path") == str(out))
+        entry["demonstrations"] = report.played.get(env_id, len(report.demos))  # charged again on resume
+        update_manifest(out.parent / MANIFEST_NAME, entry)
+        seconds = time.perf_counter() - started
+    entry["seconds"] = seconds
     return json.loads(json.dumps(entry, default=str))
 
 
@@ -79,6 +110,7 @@ class TrainedAdapter(StageOutput):
     reward_curve: list[Any] = field(default_factory=list)
     train_wall_s: float | None = None
     skipped: str | None = None
+    demonstrations: int = 0        # reference episodes of its warm start (charged in ``rollouts``)
 
 
 @dataclass
@@ -97,8 +129,11 @@ class Training(StageOutput):
 
 def train_capability(env: dict[str, Any], name: str, adapters_dir: str | Path, *, model: str, seed: int,
                      train: dict[str, Any], steps: int, env_kwargs: dict[str, Any],
-                     budget: RolloutBudget | None = None) -> TrainedAdapter:
-    """One adapter on one calibrated capability env; an adapter already in the manifest is kept."""
+                     budget: RolloutBudget | None = None, warm_demos: int = 0) -> TrainedAdapter:
+    """One adapter on one calibrated capability env; an adapter already in the manifest is kept.
+
+    ``warm_demos`` > 0: a supervised warm start on that many of the env's own reference episodes
+    first (charged to the budget, one rollout each; see :func:`train_adapter`)."""
     from ..train.outputs import read_manifest
 
     stage = f"train:{env['capability']}"
@@ -107,19 +142,21 @@ def train_capability(env: dict[str, Any], name: str, adapters_dir: str | Path, *
     if entry is not None and not (out / "adapter_model.safetensors").exists():
         entry = None
     if budget is not None:
-        budget.start_stage(stage, int(entry.get("rollouts_used") or 0) if entry is not None else 0)
+        budget.start_stage(stage, int(entry.get("rollouts_used") or 0) + int(entry.get("demonstrations") or 0)
+                           if entry is not None else 0)
     if entry is None:
-        if steps < 1:
+        if steps < 1 and warm_demos < 1:
             return TrainedAdapter(name, env["capability"], env["env_id"], skipped="the rollouts left are below one optimizer step")
         factory = capability_factory(env["spec"], env_kwargs, budget, stage)
         entry = train_adapter(model=model, seed=seed, env_factory=factory, env_id=env["env_id"], out=out, steps=steps,
-                              train=train, run_name=name)
+                              train=train, run_name=name, warm_demos=warm_demos)
     curve = entry.get("reward_curve") or []
     tail = [r for _, r in curve[-3:]]
     used = budget.stage_used(stage) if budget is not None else int(entry.get("rollouts_used") or 0)
-    return TrainedAdapter(name, env["capability"], env["env_id"], str(entry.get("path", out)), int(entry.get("steps") or steps),
+    grpo_steps = 0 if entry.get("kind") == "sft" else int(entry.get("steps") or steps)
+    return TrainedAdapter(name, env["capability"], env["env_id"], str(entry.get("path", out)), grpo_steps,
                           used, entry.get("rollouts_used"), sum(tail) / len(tail) if tail else 0.0, curve,
-                          entry.get("seconds"))
+                          entry.get("seconds"), demonstrations=int(entry.get("demonstrations") or 0))
 
 
 # ----------------------------------------------------------------------------- 6. routing

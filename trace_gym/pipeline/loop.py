@@ -77,6 +77,7 @@ class TracePlan:
     # 5. training
     train: dict[str, Any] = field(default_factory=dict)
     train_steps: int | None = None               # fixed optimizer steps per adapter (None: as many as the budget allows)
+    warm_demos: int = 0                          # reference episodes of its own env each adapter is first SFT'd on
     max_train_steps: int | None = None
     name_adapter: Callable[[int, str], str] = lambda i, cap: adapter_name(cap)
     # 6. routing
@@ -195,12 +196,16 @@ def _train_all(plan: TracePlan, calibration: Calibration) -> Training:
         share = (budget.remaining + kept - len(todo) * plan.routing_seeds) // max(1, len(todo))
     out = Training()
     for i, e in enumerate(todo):
+        demos = plan.warm_demos
         if plan.train_steps is not None:
             steps = plan.train_steps
         else:
             left = budget.remaining + budget.stage_used(f"train:{e['capability']}") if budget is not None else 0
-            steps = plan_train_steps(min(share or 0, left), plan.train, plan.max_train_steps)
+            avail = min(share or 0, left)
+            demos = demos if avail >= demos else 0  # the warm start's demonstrations come out of the same share
+            steps = plan_train_steps(avail - demos, plan.train, plan.max_train_steps)
         a = train_capability(e, plan.name_adapter(i, e["capability"]), plan.adapters_dir, model=plan.model, seed=plan.seed,
-                             train=plan.train, steps=steps, env_kwargs=env_kwargs_for(e, plan.cap_env_kwargs), budget=budget)
+                             train=plan.train, steps=steps, env_kwargs=env_kwargs_for(e, plan.cap_env_kwargs), budget=budget,
+                             warm_demos=demos)
         (out.skipped if a.skipped else out.adapters).append(a)
     return out

@@ -19,7 +19,7 @@ assistant turn after a tokenized prompt.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,11 +112,14 @@ def build_demonstrations(
     start: int = 0,
     env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
     seed: int = 0,
+    factories: Mapping[str, Callable[[], Any]] | None = None,
 ) -> DemoReport:
     """Reference episodes of ``per_env`` train-split tasks (from index ``start``) of each env in ``env_ids``.
 
-    ``env_kwargs`` maps an env id to its ``gym.make`` keyword arguments.  An env without a
-    reference solution, a task source or a ``train`` split raises :class:`NoReferenceError`.
+    ``env_kwargs`` maps an env id to its ``gym.make`` keyword arguments; ``factories`` maps an
+    env id to a function that makes the env instead (an unregistered synthesized env, or one
+    wrapped to charge a rollout budget per episode).  An env without a reference solution, a
+    task source or a ``train`` split raises :class:`NoReferenceError`.
     """
     import gymnasium as gym
 
@@ -126,7 +129,9 @@ def build_demonstrations(
 
     report = DemoReport()
     for env_id in env_ids:
-        env = gym.make(env_id, disable_env_checker=True, **dict((env_kwargs or {}).get(env_id) or {}))
+        make = (factories or {}).get(env_id)
+        env = make() if make is not None else gym.make(env_id, disable_env_checker=True,
+                                                       **dict((env_kwargs or {}).get(env_id) or {}))
         try:
             _check_reference(env, env_id)
             try:

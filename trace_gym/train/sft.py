@@ -269,13 +269,16 @@ def _finished_warm_start(folder: Path, cfg: TrainConfig) -> bool:
     return True
 
 
-def train_with_warm_start(cfg: TrainConfig, *, resume: bool = False, callbacks: list[Any] | None = None) -> Any:
+def train_with_warm_start(cfg: TrainConfig, *, resume: bool = False, callbacks: list[Any] | None = None,
+                          demos: Sequence[Demonstration] | None = None, env_factory: Any = None) -> Any:
     """SFT warm start into ``<out>/warm_start/``, then GRPO on that adapter into ``<out>``.
 
     Returns GRPO's :class:`~trace_gym.train.trainer.TrainResult`, whose manifest entry
     carries the warm start's record under ``warm_start``.  With ``resume``, a finished warm
     start of the same settings is reused (other settings: :class:`ConfigError`) and GRPO
     continues from its newest checkpoint, or starts from the warm start when it has none.
+    ``demos`` overrides building the demonstrations from the envs; ``env_factory`` makes
+    GRPO's envs (as :func:`~trace_gym.train.trainer.train`'s).
     """
     from .trainer import latest_checkpoint, train
 
@@ -287,11 +290,11 @@ def train_with_warm_start(cfg: TrainConfig, *, resume: bool = False, callbacks: 
     out = Path(cfg.out)
     ws = out / WARM_START_DIR
     if not (resume and _finished_warm_start(ws, cfg)):
-        warm_start(cfg, out=ws, manifest=False)
+        warm_start(cfg, out=ws, manifest=False, demos=demos)
     record = json.loads((ws / RECORD_NAME).read_text())
     grpo_cfg = cfg.with_overrides(init_adapter=str(ws))
     has_ckpt = latest_checkpoint(out / "checkpoints") is not None
-    result = train(grpo_cfg, resume=resume and has_ckpt, callbacks=callbacks)
+    result = train(grpo_cfg, resume=resume and has_ckpt, callbacks=callbacks, env_factory=env_factory)
     result.manifest_entry["warm_start"] = {"path": str(ws), **{k: v for k, v in record.items() if k != "tasks"}}
     if grpo_cfg.manifest:
         update_manifest(out.parent / MANIFEST_NAME, result.manifest_entry)

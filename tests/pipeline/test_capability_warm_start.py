@@ -1,0 +1,85 @@
+"""TRACE's capability warm start (``TracePlan.warm_demos``, ``compare --set cap_warm_demos=N``) with the tiny
+model: each capability adapter is first SFT'd on reference episodes of its own env's train split, those episodes
+are charged to the rollout budget, a finished adapter is kept on resume and its demonstrations are charged again,
+and with no GRPO step left the warm start alone is the adapter."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+pytest.importorskip("peft")
+
+from trace_gym.pipeline.budget import RolloutBudget  # noqa: E402
+from trace_gym.pipeline.learn import train_capability  # noqa: E402
+
+pytestmark = [pytest.mark.model, pytest.mark.usefixtures("one_torch_thread")]
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {"capability": "ts-state-dependency", "env_id": "trace/cap-ts-state-dependency-v0",
+       "spec": str(ROOT / "envs" / "cap-ts-state-dependency.yaml")}
+TRAIN = {"num_generations": 2, "seeds_per_step": 1, "max_resamples": 0, "max_new_tokens_per_turn": 4,
+         "max_completion_length": 16, "lora_r": 4, "lora_alpha": 8, "learning_rate": 0.0, "sft_max_steps": 2,
+         "sft_batch_size": 1, "sft_prefix_grad": "detached", "progress": False}
+
+
+def _weights(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "adapter_model.safetensors"))
+
+
+def test_an_adapter_warm_starts_on_its_own_env_then_trains_and_the_demonstrations_are_charged(toolsandbox_data, tmp_path):
+    adapters = tmp_path / "adapters"
+    budget = RolloutBudget(20, tmp_path / "budget.json")
+    a = train_capability(ENV, "cap-a", adapters, model="tiny", seed=0, train=TRAIN, steps=1,
+                         env_kwargs={"max_steps": 4}, budget=budget, warm_demos=3)
+    assert a.skipped is None and a.demonstrations == 3 and a.steps == 1
+    assert a.trainer_rollouts == 2 and a.rollouts == 3 + 2 == budget.stage_used("train:ts-state-dependency")
+    out = Path(a.path)
+    ws = out / "warm_start"
+    record = json.loads((ws / "warm_start.json").read_text())
+    assert record["envs"] == [ENV["env_id"]] and record["steps"] == 2 and record["demonstrations"] == 3
+    assert record["config"]["sft_prefix_grad"] == "detached"
+    # GRPO (lr 0) started from the warm start, which really trained
+    before, after = _weights(ws), _weights(out)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert any(float(v.abs().sum()) > 0 for k, v in before.items() if "lora_B" in k)
+    entry = json.loads((adapters / "manifest.json").read_text())["adapters"][0]
+    assert entry["demonstrations"] == 3 and entry["warm_start"]["per_env"] == {ENV["env_id"]: 3}
+
+    # resume with a fresh ledger: the adapter is kept, and its demonstrations are charged again with its rollouts
+    again = RolloutBudget(20, tmp_path / "budget2.json")
+    b = train_capability(ENV, "cap-a", adapters, model="tiny", seed=0, train=TRAIN, steps=1,
+                         env_kwargs={"max_steps": 4}, budget=again, warm_demos=3)
+    assert b.path == a.path and again.stage_used("train:ts-state-dependency") == 5
+    assert json.loads((ws / "warm_start.json").read_text())["created"] == record["created"]
+
+
+def test_with_no_grpo_step_left_the_warm_start_is_the_adapter(toolsandbox_data, tmp_path):
+    adapters = tmp_path / "adapters"
+    budget = RolloutBudget(4, tmp_path / "budget.json")
+    a = train_capability(ENV, "cap-sft", adapters, model="tiny", seed=0, train=TRAIN, steps=0,
+                         env_kwargs={"max_steps": 4}, budget=budget, warm_demos=2)
+    assert a.skipped is None and a.steps == 0 and a.demonstrations == 2 and a.rollouts == 2 == budget.used
+    assert (Path(a.path) / "adapter_model.safetensors").exists() and not (Path(a.path) / "warm_start").exists()
+    entry = json.loads((adapters / "manifest.json").read_text())["adapters"][0]
+    assert entry["kind"] == "sft" and entry["path"] == a.path and entry["demonstrations"] == 2
+    # without demonstrations, no step is no adapter
+    skipped = train_capability(ENV, "cap-none", adapters, model="tiny", seed=0, train=TRAIN, steps=0,
+                               env_kwargs={"max_steps": 4}, budget=budget)
+    assert skipped.skipped and not (adapters / "cap-none").exists()
+
+
+def test_demonstrations_beyond_the_budget_are_refused_before_training(toolsandbox_data, tmp_path):
+    from trace_gym.pipeline.budget import BudgetExceeded
+
+    budget = RolloutBudget(1, tmp_path / "budget.json")
+    with pytest.raises(BudgetExceeded):
+        train_capability(ENV, "cap-x", tmp_path / "adapters", model="tiny", seed=0, train=TRAIN, steps=0,
+                         env_kwargs={"max_steps": 4}, budget=budget, warm_demos=2)
+    assert not (tmp_path / "adapters" / "cap-x" / "adapter_model.safetensors").exists()
