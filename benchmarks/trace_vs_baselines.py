@@ -1,4 +1,4 @@
-"""TRACE vs GRPO-on-target vs GEPA at an equal rollout budget (issue 9).
+"""TRACE vs GRPO-on-target vs GEPA at an equal rollout budget.
 
 Runs :func:`trace_gym.compare.pipeline.run_compare` (or ``run_scaling`` with
 ``--budgets``) with a preset and prints the table.  Every stage is resumable: rerun
@@ -18,9 +18,10 @@ Presets
              the seeded, category-stratified test split (12, spread over the categories),
              K = 2, a success for TRACE's analysis and router at milestone similarity
              ≥ 0.7, B = 32 rollouts per method; one capability env, tuned toward the
-             paper's 20–60% band (one round), whose adapter is first SFT'd on 12 of its
-             env's own reference episodes (16 detached-prompt steps) — calibration, tuning
-             and demonstrations all charged to TRACE's budget, so GRPO gets what is left.
+             paper's 20–60% band (one round, within what the training share leaves),
+             whose adapter is first SFT'd on 12 of its env's own reference episodes (16
+             detached-prompt steps) — calibration, tuning and demonstrations all charged
+             to TRACE's budget, so GRPO gets what is left.
              Every method starts from the same format warm start.  Reports mean
              similarity and perfect count overall and per category with bootstrap CIs,
              the refusal floor beside them and the budget ledger (about an hour on an
@@ -91,12 +92,13 @@ PRESETS: dict[str, dict[str, Any]] = {
     "cpu-toolsandbox": dict(
         target="trace/toolsandbox-v0", model="smollm2", budget=32, trials=2, n_train_tasks=24, n_test_tasks=12,
         success=0.7, env_kwargs={"max_steps": 12}, cap_env_kwargs={"max_steps": 8},
-        gen={"max_new_tokens": 96, "temperature": 0.7, "batch_size": 4},
+        gen={"max_new_tokens": 96, "temperature": 0.7, "batch_size": 8},
         train={"num_generations": 4, "seeds_per_step": 1, "max_resamples": 0, "max_new_tokens_per_turn": 64,
                "max_completion_length": 512, "max_turns": 4, "lora_r": 8, "lora_alpha": 16, "learning_rate": 5e-5,
-               "sft_max_steps": 16, "sft_learning_rate": 4e-4, "sft_prefix_grad": "detached"},
+               "sft_max_steps": 16, "sft_learning_rate": 4e-4, "sft_prefix_grad": "detached",
+               "gradient_checkpointing": False},
         gepa_val=4, gepa_minibatch=2, base_tasks=8, base_samples=1, calib_seeds=2, calib_samples=2, routing_seeds=1,
-        band=[0.2, 0.6], tune_rounds=1, max_capabilities=1, batch_size=4, cap_warm_demos=12),
+        band=[0.2, 0.6], tune_rounds=1, max_capabilities=1, batch_size=8, cap_warm_demos=12),
     "gpu": dict(
         target="trace/tau2-retail-v0", model="Qwen/Qwen2.5-7B-Instruct", budget=512, trials=4,
         env_kwargs={"max_steps": 30}, cap_env_kwargs={"max_steps": 30},

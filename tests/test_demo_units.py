@@ -26,12 +26,16 @@ def test_toolsandbox_target_runs_without_a_scripted_agent():
     for c in (real, fast, tiny):
         assert c.target == "trace/toolsandbox-v0" and not c.scripted and c.success == TOOLSANDBOX_SUCCESS
         assert c.band == (0.2, 0.6) and c.tune_rounds >= 1 and c.min_capabilities == 1
-    assert fast.base_tasks < real.base_tasks and fast.train_steps < real.train_steps
+    assert fast.base_tasks < real.base_tasks and fast.train_steps <= real.train_steps and fast.eval_tasks < real.eval_tasks
     assert tiny.max_new_tokens < real.max_new_tokens and tiny.train_steps <= fast.train_steps
     assert real.eval_tasks >= 8  # several categories
     # each adapter first learns from its own env's reference episodes (what made SmolLM2 solve a capability env in
     # the learning benchmark), then GRPO; the tau2 demo has no such warm start
-    assert real.cap_warm_demos >= 8 and real.cap_warm_steps >= 8 and real.train_steps >= 2
+    assert real.cap_warm_demos >= 8 and real.cap_warm_steps >= 8 and real.train_steps >= 1
+    # the knob search is capped (one setting beyond the synthesized one), the format warm start is opt-in, and
+    # ~1k-token episodes train without activation checkpointing
+    assert real.tune_episodes == real.calib_seeds * real.calib_samples and not real.warm_start
+    assert real.gradient_checkpointing is False and DemoConfig.for_run().gradient_checkpointing is None
     assert 0 < tiny.cap_warm_demos <= real.cap_warm_demos and fast.cap_warm_steps <= real.cap_warm_steps
     retail = DemoConfig.for_run(target="trace/tau2-retail-v0")
     assert DemoConfig.for_run().target == retail.target  # the τ² demo stays the default until the ToolSandbox one is timed

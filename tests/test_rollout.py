@@ -114,6 +114,17 @@ def test_collect_rejects_bad_arguments():
         collect(ENV_ID, ScriptedPolicy(solver), [0], batch_size=0)
     with pytest.raises(TypeError):
         collect(ENV_ID, ScriptedPolicy(solver), ["0"])
+    with pytest.raises(ValueError, match="2 option sets for 3 seeds"):
+        collect(ENV_ID, ScriptedPolicy(solver), [0, 1, 2], options=[{"task": 0}, {"task": 1}])
+
+
+def test_collect_plays_one_option_set_per_seed_in_one_batch(tmp_path):
+    out = tmp_path / "traj.jsonl"
+    opts = [{"task": 0}, {"task": 3}, {"task": 3}]
+    got = collect(ENV_ID, ScriptedPolicy(solver, policy_id="solver"), [5, 5, 6], store=out, options=opts, batch_size=3)
+    assert [(t.seed, t.options) for t in got] == [(5, {"task": 0}), (5, {"task": 3}), (6, {"task": 3})]
+    assert [t.reset_info["task_index"] for t in got] == [0, 3, 3] and all(t.reward == 1.0 for t in got)
+    assert collect(ENV_ID, ScriptedPolicy(solver, policy_id="solver"), [5, 5, 6], store=out, options=opts) == []
 
 
 def test_trajectory_round_trip_and_json_cleaning():

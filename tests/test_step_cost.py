@@ -1,4 +1,4 @@
-"""A step's cost is bounded: linear in the new action, bounded in the history (issue: hostile input).
+"""A step's cost is bounded: linear in the new action, bounded in the history.
 
 Each test pins one root cause of a slow step found by ``benchmarks/fuzz.py``: ROUGE-L over huge
 messages at the end of a ToolSandbox episode, the offline users reading a whole huge agent message

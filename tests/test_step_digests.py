@@ -4,8 +4,8 @@ Each episode plays a fixed mix of actions — valid and invalid tool calls (unkn
 wrong types, missing and extra arguments), messages to the user and malformed actions —
 on every τ²-bench environment and every capability environment on a τ²-bench domain,
 and digests every observation, reward, flag and ``info`` (messages, tool schemas, reward
-components).  The digests were computed with the code as it was before the step speed-ups
-(issue #15); they fail if the shipped data, a spec or the engine's outputs change on
+components).  The digests were computed with the code as it was before the step speed-ups;
+they fail if the shipped data, a spec or the engine's outputs change on
 purpose: then recompute them (``python -m tests.test_step_digests``) and say why in the commit.
 """
 

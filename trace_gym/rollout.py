@@ -278,7 +278,7 @@ def collect(
     seeds: Iterable[int],
     *,
     store: TrajectoryStore | str | Path | None = None,
-    options: dict[str, Any] | None = None,
+    options: dict[str, Any] | Sequence[dict[str, Any] | None] | None = None,
     env_kwargs: dict[str, Any] | None = None,
     batch_size: int = 1,
     resume: bool = True,
@@ -293,21 +293,25 @@ def collect(
     stored twice (it is still returned; ``on_skip`` is called for it instead of
     ``on_episode``).  ``batch_size > 1`` plays that many seeds in lock
     step (one env instance each) so that ``policy.act_batch`` can batch generation.
-    ``on_episode``/``on_skip`` are progress callbacks.
+    ``options``: the reset options of every episode, or a list with one set per seed
+    (several tasks in one batch).  ``on_episode``/``on_skip`` are progress callbacks.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     seed_list = [_parse_seed(s) for s in seeds]
+    per_seed = list(options) if isinstance(options, (list, tuple)) else [options] * len(seed_list)
+    if len(per_seed) != len(seed_list):
+        raise ValueError(f"collect got {len(per_seed)} option sets for {len(seed_list)} seeds")
     if isinstance(store, (str, Path)):
         store = TrajectoryStore(store)
     done: set[tuple[str, str, int, str]] = store.keys() if (store is not None and resume) else set()
     todo = []
-    for s in seed_list:
-        if episode_key(env_id, policy.policy_id, s, options) in done:
+    for s, opts in zip(seed_list, per_seed, strict=True):
+        if episode_key(env_id, policy.policy_id, s, opts) in done:
             if on_skip is not None:
                 on_skip(s)
         else:
-            todo.append(s)
+            todo.append((s, opts))
     results: list[Trajectory] = []
     if not todo:
         return results
@@ -326,7 +330,7 @@ def collect(
         for start in range(0, len(todo), batch_size):
             chunk = todo[start : start + batch_size]
             try:
-                trajs = rollout_batch(envs[: len(chunk)], policy, chunk, options)
+                trajs = rollout_batch(envs[: len(chunk)], policy, [s for s, _ in chunk], [o for _, o in chunk])
             except RolloutError as exc:
                 for t in exc.completed:  # keep the batch's finished episodes before stopping
                     keep(t)

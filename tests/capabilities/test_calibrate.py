@@ -63,6 +63,67 @@ def test_tune_moves_the_mean_into_the_band(tau2_data):
     assert len(trace) >= 2 and trace[0]["mean_reward"] < 0.4
 
 
+def test_tune_from_a_measured_start_plays_only_new_settings(tau2_data):
+    policy, seeds = make_policy("refuse"), list(range(6))
+    start = calibrate(REFUND, policy, seeds, 1)
+    played = []
+    best, res, trace = tune(REFUND, policy, seeds, 1, (0.4, 0.5), start=start, on_episode=lambda: played.append(1))
+    assert trace[0] == {"difficulty": start.difficulty, "mean_reward": start.mean_reward, "measured": "before the search"}
+    assert len(played) == 6 * (len(trace) - 1)  # the measured setting is not played again
+    assert 0.4 <= res.mean_reward <= 0.5, trace
+
+
+@pytest.mark.parametrize("cap", [0, 5, 6, 13])
+def test_tune_never_plays_past_its_episode_cap(tau2_data, cap):
+    policy, seeds = make_policy("refuse"), list(range(6))
+    start = calibrate(REFUND, policy, seeds, 1)
+    played = []
+    best, res, trace = tune(REFUND, policy, seeds, 1, (0.4, 0.5), start=start, max_episodes=cap,
+                            on_episode=lambda: played.append(1))
+    assert len(played) == 6 * (cap // 6) <= cap  # whole settings only, never one past the cap
+    tried = [t for t in trace if "difficulty" in t]
+    assert len(tried) == 1 + cap // 6
+    in_band = 0.4 <= res.mean_reward <= 0.5
+    assert in_band or "stopped" in trace[-1], trace  # a search cut short says so
+    gap = [max(0.4 - t["mean_reward"], t["mean_reward"] - 0.5, 0.0) for t in tried]
+    assert max(0.4 - res.mean_reward, res.mean_reward - 0.5, 0.0) == min(gap)  # the best of what was tried
+    if cap < 6:
+        assert best == start.difficulty and res is start and "stopped" in trace[-1]
+
+
+def test_tune_stops_when_the_easiest_setting_still_misses_the_band(toolsandbox_data):
+    # every knob of this env declares which way is harder; a policy that never calls a tool scores 0 at
+    # any setting, so one try with every knob at its easy end settles it
+    env_id = "trace/cap-ts-state-dependency-v0"
+    played = []
+    best, res, trace = tune(env_id, make_policy("noop"), [0, 1], 1, (0.2, 0.6), on_episode=lambda: played.append(1))
+    assert [t.get("stopped", "")[:27] for t in trace] == ["", "", "the band is out of reach: e"]
+    assert len(played) == 4 and res.mean_reward == 0.0
+    easiest = trace[1]["difficulty"]
+    assert easiest["hint_fraction"] == 1.0 and easiest["max_steps"] == 24 and easiest["contacts"] == 2
+
+
+def test_tune_moves_directed_knobs_only_toward_the_band(toolsandbox_data):
+    # the reference solution scores 1.0 (above a 0–0.1 band): only harder settings are tried
+    env_id = "trace/cap-ts-state-dependency-v0"
+    import gymnasium as gym
+
+    decl = gym.make(env_id).unwrapped.cap_spec.data["difficulty"]
+    start = calibrate(env_id, make_policy("reference"), [0, 1], 1)
+    best, res, trace = tune(env_id, make_policy("reference"), [0, 1], 1, (0.0, 0.1), start=start, max_rounds=1)
+    for t in trace[1:]:
+        for name, v in t.get("difficulty", {}).items():
+            moved = v - start.difficulty[name]
+            assert moved == 0 or (moved > 0) == (decl[name]["harder"] == "up"), (name, t)
+
+
+def test_tune_refuses_a_cap_that_cannot_measure_the_current_setting(tau2_data):
+    with pytest.raises(ValueError, match="max_episodes=3"):
+        tune(REFUND, make_policy("refuse"), list(range(6)), 1, (0.4, 0.5), max_episodes=3)
+    with pytest.raises(ValueError, match=">= 0"):
+        tune(REFUND, make_policy("refuse"), list(range(6)), 1, (0.4, 0.5), max_episodes=-1)
+
+
 def test_cli_calibrate_json_and_tune_writes_a_loadable_spec(tau2_data, tmp_path, capsys):
     out = tmp_path / "cap-refund-policy.tuned.yaml"
     rc = main(["calibrate", REFUND, "--policy", "refuse", "--seeds", "6", "--samples", "1", "--tune", "--band", "0.4,0.5",

@@ -1,7 +1,7 @@
 """The reset fast paths change nothing: pinned episodes, and each shortcut against the general code.
 
-The digests below were computed with the code as it was before the reset speed-ups
-(issue #4).  They fail if a starter spec, the τ²-bench data or the engine's outputs change on
+The digests below were computed with the code as it was before the reset speed-ups.
+They fail if a starter spec, the τ²-bench data or the engine's outputs change on
 purpose: then recompute them (digest of the same lists) and say why in the commit.
 """
 

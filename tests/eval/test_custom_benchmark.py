@@ -135,6 +135,31 @@ def test_a_user_defined_benchmark_runs_through_eval_unchanged(tmp_path):
         evaluate(ENV_ID, FirstLampOnly(), ["porch", "attic"], 1)  # a typo fails before anything is played
 
 
+class BatchedFirstLamp(FirstLampOnly):
+    """The same moves, played a batch at a time; remembers which puzzles shared a batch."""
+
+    def __init__(self):
+        self.batches: list[set[str]] = []
+
+    def act_batch(self, requests, seeds=None):
+        self.batches.append({next(m["content"] for m in msgs if m["role"] == "user") for msgs, _ in requests})
+        return [self.act(msgs, tools) for msgs, tools in requests]
+
+
+def test_evaluation_batches_episodes_of_several_tasks_with_the_same_results(tmp_path):
+    from trace_gym.eval.harness import evaluate
+
+    tasks = ["porch", "all", "both"]
+    one = evaluate(ENV_ID, FirstLampOnly(), tasks, 2)
+    policy = BatchedFirstLamp()
+    batched = evaluate(ENV_ID, policy, tasks, 2, batch_size=4, store=tmp_path / "e.jsonl")
+    assert batched.results == one.results and batched.rewards == one.rewards and batched.rollouts == 6
+    assert max(len(b) for b in policy.batches) >= 2  # a batch held more than one task
+    assert max(len(b) for b in policy.batches) <= 4
+    again = evaluate(ENV_ID, BatchedFirstLamp(), tasks, 2, batch_size=4, store=tmp_path / "e.jsonl")
+    assert again.rollouts == 0 and again.results == one.results
+
+
 def test_its_gold_reaches_the_offline_labeler(tmp_path):
     from trace_gym.analysis.labelers import GoldLabeler
     from trace_gym.analysis.labels import LabelValue

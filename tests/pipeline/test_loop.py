@@ -64,3 +64,58 @@ def test_a_target_without_a_tool_domain_is_skipped_before_any_rollout(tmp_path):
                      jobs=[RolloutJob("noop", "0", 0, None)])
     run = run_trace(plan, StageStore(tmp_path))
     assert run.rollouts is None and "no tool domain" in run.skipped and not (tmp_path / "stages").exists()
+
+
+@pytest.mark.parametrize("spare", [0, 1, 5])
+def test_the_knob_search_leaves_the_training_share_and_resumes_its_charges(tmp_path, spare):
+    """A base model far below the band makes calibration search the knobs; the search stops where the next
+    setting would eat into what training and routing need, and a rerun charges nothing again."""
+    import json
+
+    from trace_gym.pipeline import training_reserve
+
+    try:
+        jobs = _jobs(3)
+    except DataDirError as exc:
+        pytest.skip(str(exc))
+    train = {"num_generations": 2, "seeds_per_step": 1, "max_resamples": 0}
+    kw = dict(target=Target(ENV_ID, {"unjudged_nl": "ignore"}), root=tmp_path, model="unused", base_policy=Noop,
+              jobs=jobs, max_envs=1, calib_seeds=1, calib_samples=2, cap_env_kwargs={"max_steps": 2}, mastered=0.0,
+              band=(0.9, 1.0), tune_rounds=3, train=train, warm_demos=3, routing_seeds=2)
+    assert training_reserve(TracePlan(**kw), 1) == 0  # no budget, nothing to leave
+    reserve = 3 + 2 + 2  # demonstrations, one step of one group of 2, routing
+    total = len(jobs) + 2 + reserve + spare
+    plan = TracePlan(**kw, budget=RolloutBudget(total, tmp_path / "budget.json"))
+    assert training_reserve(plan, 1) == reserve and training_reserve(plan, 2) == 2 * reserve
+    run = run_trace(plan, StageStore(tmp_path))
+    [cal] = run.calibration.envs
+    searched = spare // 2 * 2  # whole settings of 2 episodes each, within what the reserve leaves
+    assert plan.budget.by_stage == {"base_rollouts": len(jobs), "calibration": 2 + searched}
+    assert plan.budget.remaining >= reserve and cal["episodes"] == 2 + searched
+    doc = json.loads(open(cal["calibration"], encoding="utf-8").read())
+    assert doc["tune_episodes"] == searched and (doc["tuned"] is None) == (searched == 0)
+    if searched:
+        assert doc["tuned"]["max_episodes"] == spare and "stopped" in doc["tuned"]["trace"][-1]
+        assert cal["tune_settings"] == 1 + searched // 2 and "max_episodes" in cal["tune_stopped"]
+
+    plan.budget = RolloutBudget(total, tmp_path / "budget.json")  # a new process reads the ledger
+    again = StageStore(tmp_path)
+    run_trace(plan, again)
+    assert "calibration" in again.skipped and plan.budget.used == len(jobs) + 2 + searched
+
+
+def test_tune_episodes_caps_each_envs_search_without_a_budget(tmp_path):
+    import json
+
+    try:
+        jobs = _jobs(3)
+    except DataDirError as exc:
+        pytest.skip(str(exc))
+    plan = TracePlan(target=Target(ENV_ID, {"unjudged_nl": "ignore"}), root=tmp_path, model="unused", base_policy=Noop,
+                     jobs=jobs, max_envs=1, calib_seeds=1, calib_samples=2, cap_env_kwargs={"max_steps": 2}, mastered=0.0,
+                     band=(0.9, 1.0), tune_rounds=3, tune_episodes=5)
+    run = run_trace(plan, StageStore(tmp_path))
+    [cal] = run.calibration.envs
+    doc = json.loads(open(cal["calibration"], encoding="utf-8").read())
+    assert doc["tune"]["max_episodes"] == 5 and doc["tune_episodes"] == 4 == doc["tuned"]["max_episodes"] - 1
+    assert cal["episodes"] == 2 + 4 and "stopped" in doc["tuned"]["trace"][-1]

@@ -231,10 +231,15 @@ def _distance(mean: float, band: tuple[float, float]) -> float:
 
 def tune(env_id: str, policy: Any, seeds: list[int], samples: int, band: tuple[float, float], *, max_rounds: int = 4,
          env_kwargs: dict[str, Any] | None = None, on_episode: Callable[[], None] | None = None,
-         log: Callable[[str], None] | None = None) -> tuple[dict[str, float], CalibrationResult, list[dict[str, Any]]]:
+         log: Callable[[str], None] | None = None, start: CalibrationResult | None = None,
+         max_episodes: int | None = None) -> tuple[dict[str, float], CalibrationResult, list[dict[str, Any]]]:
     """Coordinate search over the spec's knobs for a mean reward inside ``band``.
 
-    Returns the best knob values, their calibration and the search trace.
+    Returns the best knob values, their calibration and the search trace.  ``start``: the
+    env's calibration at its current knobs, already measured (with the same ``seeds`` and
+    ``samples``), so the search does not play it again.  ``max_episodes``: the search plays
+    no candidate that would take it past this many episodes; it stops there and returns the
+    best setting found so far (the trace's last entry then says ``stopped``).
     """
     import gymnasium as gym
 
@@ -247,35 +252,101 @@ def tune(env_id: str, policy: Any, seeds: list[int], samples: int, band: tuple[f
     decl = env.cap_spec.data.get("difficulty", {})
     current = dict(env.knob_values)
     env.close()
+    if max_episodes is not None and max_episodes < 0:
+        raise ValueError(f"max_episodes must be >= 0, got {max_episodes}")
     trace: list[dict[str, Any]] = []
+    cost, played = len(seeds) * samples, [0]
 
     def run(values: dict[str, float]) -> CalibrationResult:
+        if max_episodes is not None and played[0] + cost > max_episodes:
+            raise _SearchCapped
         res = calibrate(env_id, policy, seeds, samples, difficulty=values, env_kwargs=env_kwargs, on_episode=on_episode)
+        played[0] += cost
         trace.append({"difficulty": dict(values), "mean_reward": res.mean_reward})
         if log:
             log(f"{values} -> mean reward {res.mean_reward:.3f}")
         return res
 
-    best_res = run(current)
     best = dict(current)
+    if start is not None:
+        best_res = start
+        trace.append({"difficulty": dict(current), "mean_reward": start.mean_reward, "measured": "before the search"})
+    else:
+        try:
+            best_res = run(current)
+        except _SearchCapped:
+            raise ValueError(f"max_episodes={max_episodes} leaves no room to measure the current setting "
+                             f"({cost} episodes); pass start= or a larger cap") from None
+    state: dict[str, Any] = {"best": best, "res": best_res}
+    try:
+        _search(decl, state, band, max_rounds, run, trace)
+    except _SearchCapped:
+        trace.append({"stopped": f"the next setting would pass max_episodes={max_episodes}"})
+    return state["best"], state["res"], trace
+
+
+class _SearchCapped(Exception):
+    """The knob search's next setting would pass its episode cap."""
+
+
+def _search(decl: dict[str, Any], state: dict[str, Any], band: tuple[float, float], max_rounds: int,
+            run: Callable[[dict[str, float]], CalibrationResult], trace: list[dict[str, Any]]) -> None:
+    """Coordinate search from ``state`` (``best`` knobs, their result ``res``), updating it after every improvement.
+
+    Knobs that declare which way is ``harder`` are only moved the way that helps (easier when
+    the mean is below the band, harder above it), and the search first tries every such knob at
+    that extreme at once: when every knob declares a direction and even that setting stays on
+    the same side of the band, no setting reaches it and the search stops there.  Knobs without
+    a direction are tried both ways.
+    """
+    def gap(res: CalibrationResult) -> float:
+        return _distance(res.mean_reward, band)
+
+    def keep(values: dict[str, float], res: CalibrationResult) -> bool:
+        if gap(res) < gap(state["res"]):
+            state.update(best=values, res=res)
+            return True
+        return False
+
+    def toward(k: dict[str, Any], below: bool) -> str | None:
+        """'max' or 'min': the end of knob ``k`` that raises the mean (``below``) or lowers it; None if undeclared."""
+        if k.get("harder") not in ("up", "down"):
+            return None
+        return "max" if (k["harder"] == "down") == below else "min"
+
+    if gap(state["res"]) == 0.0:
+        return
+    below = state["res"].mean_reward < band[0]
+    extreme = {**state["best"], **{n: k[toward(k, below)] for n, k in decl.items() if toward(k, below)}}
+    extreme = {n: _as_knob(decl[n], v) if n in decl else v for n, v in extreme.items()}
+    if extreme != state["best"]:
+        res = run(extreme)
+        keep(extreme, res)
+        if all(toward(k, below) for k in decl.values()) and (res.mean_reward < band[0]) == below and gap(res) > 0.0:
+            trace.append({"stopped": "the band is out of reach: every directed knob at its "
+                                     f"{'easiest' if below else 'hardest'} end still misses it"})
+            return
     for _ in range(max_rounds):
-        if _distance(best_res.mean_reward, band) == 0.0:
-            break
+        if gap(state["res"]) == 0.0:
+            return
+        below = state["res"].mean_reward < band[0]
         improved = False
         for name, k in decl.items():
-            cands = {k["min"], k["max"], (k["min"] + best[name]) / 2, (best[name] + k["max"]) / 2}
-            for v in sorted(cands):
-                v = int(round(v)) if k.get("type") == "int" else round(float(v), 4)
-                if v == best[name]:
+            cur, end = state["best"][name], toward(k, below)
+            cands = {k["min"], k["max"], (k["min"] + cur) / 2, (cur + k["max"]) / 2}
+            if end is not None:  # only the side that moves the mean toward the band
+                cands = {v for v in cands if (v > cur) == (end == "max")}
+            for v in sorted(cands, key=lambda c: -abs(c - cur)):  # the far end first
+                v = _as_knob(k, v)
+                if v == state["best"][name]:
                     continue
-                trial = {**best, name: v}
-                res = run(trial)
-                if _distance(res.mean_reward, band) < _distance(best_res.mean_reward, band):
-                    best, best_res, improved = trial, res, True
-                if _distance(best_res.mean_reward, band) == 0.0:
-                    break
-            if _distance(best_res.mean_reward, band) == 0.0:
-                break
+                trial = {**state["best"], name: v}
+                improved = keep(trial, run(trial)) or improved
+                if gap(state["res"]) == 0.0:
+                    return
         if not improved:
-            break
-    return best, best_res, trace
+            return
+
+
+def _as_knob(k: dict[str, Any], v: float) -> float:
+    return int(round(v)) if k.get("type") == "int" else round(float(v), 4)

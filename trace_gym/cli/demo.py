@@ -10,8 +10,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="runs/demo", help="output folder (default runs/demo); rerunning resumes")
     p.add_argument("--target", default="tau2-retail", metavar="TARGET",
                    help="tau2-retail (default: a flawed scripted agent supplies the successes and failures), "
-                        "toolsandbox (the model's own successes and failures drive the loop; not yet timed with "
-                        "SmolLM2 on a CPU) or a full env id")
+                        "toolsandbox (the model's own successes and failures drive the loop) or a full env id")
     p.add_argument("--domain", default="retail", choices=["retail"], help="τ²-bench domain of a τ² target (default retail)")
     p.add_argument("--fast", action="store_true", help="smaller sizes (about half the time)")
     p.add_argument("--model", default="smollm2", choices=["smollm2", "tiny"],
@@ -19,8 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--warm-start", action=argparse.BooleanOptionalAction, default=None,
                    help="first fine-tune the model on reference episodes of the target domain's capability envs "
-                        "(output format only; merged into the weights every stage then uses). Default: on for "
-                        "toolsandbox with smollm2, off for the tiny model and τ² targets")
+                        "(output format only; merged into the weights every stage, the base model included, then uses). "
+                        "Default: off")
     p.set_defaults(func=_run)
 
 

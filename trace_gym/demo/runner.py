@@ -85,7 +85,7 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, Any]:
         tasks = spread(target, "test", cfg.eval_tasks)  # held-out tasks, in turn from each report group
         evaluation = store.run("evaluation", lambda: evaluate_policies(
             target, policies, tasks, cfg.eval_trials, cfg.out / "eval", base_seed=cfg.seed,
-            batch_size=min(cfg.batch_size, cfg.eval_trials), on_report=lambda doc: console.print(report_table(doc))),
+            batch_size=cfg.batch_size, on_report=lambda doc: console.print(report_table(doc))),
             Evaluation)
     finished("evaluation", evaluation)
     if len(evaluation.reports) > 1:

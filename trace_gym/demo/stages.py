@@ -188,13 +188,15 @@ def demo_plan(ctx: Context) -> tuple[TracePlan, dict[str, Any]]:
              "learning_rate": cfg.learning_rate, "lora_r": cfg.lora_r, "lora_alpha": 2 * cfg.lora_r, "max_resamples": 0,
              "max_turns": cfg.train_max_turns, "progress": True,
              "sft_max_steps": cfg.cap_warm_steps, "sft_learning_rate": cfg.warm_start_lr, "sft_prefix_grad": "detached",
-             # ~5k-token prompts: without checkpointing a real model's backward pass needs >24 GB
-             "gradient_checkpointing": cfg.model != "tiny"}
+             # ~5k-token τ² prompts: without checkpointing a real model's backward pass needs >24 GB
+             "gradient_checkpointing": cfg.model != "tiny" if cfg.gradient_checkpointing is None
+             else cfg.gradient_checkpointing}
     plan = TracePlan(
         target=ctx.target, root=ctx.out, model=ctx.model_spec(), base_policy=ctx.policy, jobs=jobs, seed=cfg.seed,
         batch_size=cfg.batch_size, min_capabilities=cfg.min_capabilities,
         max_capabilities=cfg.max_adapters if cfg.min_capabilities else None,
         max_envs=cfg.max_adapters, cap_env_kwargs={"max_steps": cfg.cap_max_steps}, band=cfg.band, tune_rounds=cfg.tune_rounds,
+        tune_episodes=cfg.tune_episodes,
         calib_seeds=cfg.calib_seeds, calib_samples=cfg.calib_samples, reference_seeds=max(4, cfg.calib_seeds),
         train=train, train_steps=cfg.train_steps, warm_demos=cfg.cap_warm_demos, routing_seeds=cfg.router_seeds,
         rollouts_path=ctx.out / "rollouts" / "trajectories.jsonl", specs_dir=ctx.out / "envs")
@@ -237,8 +239,12 @@ def show(ctx: Context, name: str, result: Any) -> None:
     elif name == "calibration":
         for e in result.envs:
             ref = e["reference_mean_reward"]
-            tuned = (f" (as synthesized {e['untuned_mean_reward']:.2f}; knob search toward the band chose "
-                     f"{e['difficulty']})" if e.get("difficulty") else "")
+            tuned = ""
+            if e.get("difficulty"):
+                kept = f"chose {e['difficulty']}" if e.get("tune_changed", True) else "kept the synthesized knobs"
+                why = f"; {e['tune_stopped']}" if e.get("tune_stopped") else ""
+                tuned = (f" (as synthesized {e['untuned_mean_reward']:.2f}; the knob search toward the band tried "
+                         f"{e.get('tune_settings', '?')} settings and {kept}{why})")
             band = "" if "in_band" not in e else (" — in the band" if e["in_band"] else " — outside the band")
             console.print(f"calibration {e['env_id']}: {cfg.model} mean reward {e['mean_reward']:.2f}{tuned}{band}, "
                           f"success {e['success_rate']:.2f}, constant groups {e['groups_constant']:.2f}; reference "

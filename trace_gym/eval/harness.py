@@ -148,17 +148,18 @@ def evaluate(env_id: str, policy: Any, tasks: Sequence[str], trials: int, *, sto
         if on_episode:
             on_episode(None)
 
-    with bar:
-        for task, opts in plan:
-            new = collect(env_id, policy, seeds, store=st, options=opts, env_kwargs=env_kwargs, batch_size=batch_size,
-                          on_episode=played, on_skip=skipped)
-            rollouts += len(new)
-            for tr in new:
-                by_key[tr.key] = tr
-            trajs = [by_key[episode_key(env_id, policy.policy_id, s, opts)] for s in seeds]
-            results[task] = [is_success(tr.reward, success) for tr in trajs]
-            rewards[task] = [float(tr.reward) for tr in trajs]
-            groups[source.group(task)].append(task)
+    with bar:  # every (task, trial) episode in one queue, so a batch can hold several tasks
+        new = collect(env_id, policy, [s for _ in plan for s in seeds], store=st,
+                      options=[opts for _, opts in plan for _ in seeds], env_kwargs=env_kwargs, batch_size=batch_size,
+                      on_episode=played, on_skip=skipped)
+    rollouts += len(new)
+    for tr in new:
+        by_key[tr.key] = tr
+    for task, opts in plan:
+        trajs = [by_key[episode_key(env_id, policy.policy_id, s, opts)] for s in seeds]
+        results[task] = [is_success(tr.reward, success) for tr in trajs]
+        rewards[task] = [float(tr.reward) for tr in trajs]
+        groups[source.group(task)].append(task)
     floor_rewards: dict[str, float] = {}
     floor_rollouts = 0
     if floor if floor is not None else wants_floor(source):

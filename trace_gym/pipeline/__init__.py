@@ -42,7 +42,7 @@ from .learn import (
     train_capability,
     worst_rollouts_per_step,
 )
-from .loop import STAGES, TracePlan, TraceRun, adapter_name, run_trace
+from .loop import STAGES, TracePlan, TraceRun, adapter_name, run_trace, training_reserve
 from .scores import attach_scores, bootstrap_mean, graded_scores, scores_table
 from .stages import (
     Analysis,
@@ -61,7 +61,7 @@ from .target import Target
 from .warm import WarmStart, WarmStartMismatch, WarmStartSettings, finished_warm_start, run_warm_start
 
 __all__ = [
-    "STAGES", "TracePlan", "TraceRun", "run_trace", "adapter_name",
+    "STAGES", "TracePlan", "TraceRun", "run_trace", "adapter_name", "training_reserve",
     "StageStore", "StageOutput", "StageRecord",
     "RolloutBudget", "BudgetExceeded", "BudgetedEnv",
     "Target",

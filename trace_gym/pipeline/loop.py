@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .budget import RolloutBudget
-from .learn import Routing, Training, build_router, plan_train_steps, train_capability
+from .learn import Routing, Training, build_router, plan_train_steps, train_capability, worst_rollouts_per_step
 from .stages import (
     Analysis,
     Calibration,
@@ -40,7 +40,7 @@ from .stages import (
 from .store import StageStore
 from .target import Target
 
-__all__ = ["TracePlan", "TraceRun", "run_trace", "STAGES"]
+__all__ = ["TracePlan", "TraceRun", "run_trace", "training_reserve", "STAGES"]
 
 STAGES = ("rollouts", "analysis", "synthesis", "calibration", "training", "routing")
 
@@ -74,6 +74,7 @@ class TracePlan:
     mastered: float | None = None                # calibration mean reward at which a capability needs no adapter
     band: tuple[float, float] | None = None      # base mean reward to tune each env's knobs toward (paper: 20–60%)
     tune_rounds: int = 0                         # rounds of the knob search (0: measure only)
+    tune_episodes: int | None = None             # at most this many episodes of knob search per env (None: no cap)
     # 5. training
     train: dict[str, Any] = field(default_factory=dict)
     train_steps: int | None = None               # fixed optimizer steps per adapter (None: as many as the budget allows)
@@ -170,7 +171,9 @@ def run_trace(plan: TracePlan, store: StageStore, *, prefix: str = "",
     run.calibration = stage("calibration", lambda: calibrate_envs(
         run.synthesis, policy, seed=plan.seed, seeds=plan.calib_seeds, samples=plan.calib_samples, env_kwargs=plan.cap_env_kwargs,
         budget=budget, batch_size=plan.batch_size, reference_seeds=plan.reference_seeds, mastered=plan.mastered,
-        band=plan.band, tune_rounds=plan.tune_rounds, on_episode=on_episode and (lambda _env: on_episode("calibration"))), Calibration)
+        band=plan.band, tune_rounds=plan.tune_rounds, tune_reserve=training_reserve(plan, len(run.synthesis.envs)),
+        tune_episodes=plan.tune_episodes,
+        on_episode=on_episode and (lambda _env: on_episode("calibration"))), Calibration)
     # 5. training: one GRPO+LoRA adapter per env still to learn
     run.training = stage("training", lambda: _train_all(plan, run.calibration), Training)
     if not run.training.adapters:
@@ -184,6 +187,16 @@ def run_trace(plan: TracePlan, store: StageStore, *, prefix: str = "",
         seeds=plan.routing_seeds, env_kwargs=plan.cap_env_kwargs, embedder=plan.embedder, budget=budget,
         env_kwargs_by_capability=tuned), Routing)
     return run
+
+
+def training_reserve(plan: TracePlan, n_envs: int) -> int:
+    """Rollouts the calibration's knob search must leave for training and routing ``n_envs`` envs: each env's
+    warm-start demonstrations, its fixed optimizer steps (or one, when the budget sets them) in the worst case,
+    and its routing episodes.  0 without a budget."""
+    if plan.budget is None:
+        return 0
+    steps = plan.train_steps if plan.train_steps is not None else 1
+    return n_envs * (plan.warm_demos + steps * worst_rollouts_per_step(plan.train) + plan.routing_seeds)
 
 
 def _train_all(plan: TracePlan, calibration: Calibration) -> Training:

@@ -318,7 +318,8 @@ def _play_groups(make: Callable[[], Any], policy: Any, seeds: list[int], samples
 def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int, seeds: int, samples: int,
                    env_kwargs: dict[str, Any], budget: RolloutBudget | None = None, batch_size: int = 1,
                    reference_seeds: int = 0, mastered: float | None = None,
-                   band: tuple[float, float] | None = None, tune_rounds: int = 0,
+                   band: tuple[float, float] | None = None, tune_rounds: int = 0, tune_reserve: int = 0,
+                   tune_episodes: int | None = None,
                    on_episode: Callable[[str], None] | None = None) -> Calibration:
     """The base model's score on each synthesized env (``seeds`` × ``samples`` episodes, charged to ``budget``).
 
@@ -326,7 +327,10 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
     an env whose mean reward falls outside it has its difficulty knobs searched
     (:func:`trace_gym.capabilities.calibrate.tune`, every episode charged) and is trained
     and routed at the best setting found (``difficulty`` in its row; ``in_band`` says
-    whether the band was reached).  An env whose mean reward reaches ``mastered`` needs
+    whether the band was reached).  The search starts from the measured setting and, with a
+    ``budget``, leaves ``tune_reserve`` rollouts (the training share) plus the calibration of
+    the envs still to measure untouched: it stops at the best setting found so far rather
+    than spend them.  ``tune_episodes`` caps each env's search on its own (budget or not).  An env whose mean reward reaches ``mastered`` needs
     no adapter (``train`` false).  ``reference_seeds`` episodes of the spec's reference
     solution (not charged) check that the env is solvable.  Each env's result is kept
     next to its spec (``<spec>.calibration.json``) and reused when the stage runs again.
@@ -335,6 +339,8 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
 
     seed_list = [seed + s for s in range(seeds)]
     tuning = {"band": [float(band[0]), float(band[1])], "rounds": int(tune_rounds)} if band is not None and tune_rounds > 0 else None
+    if tuning is not None and tune_episodes is not None:
+        tuning["max_episodes"] = int(tune_episodes)
     cached: dict[str, dict[str, Any]] = {}
     for e in synthesis.envs:
         path = Path(e["spec"]).with_suffix(".calibration.json")
@@ -344,11 +350,10 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
                     and doc.get("tune") == tuning):
                 cached[e["spec"]] = doc
     if budget is not None:
-        budget.start_stage("calibration", sum(d["model"]["episodes"] + (d.get("tuned") or {}).get("episodes", 0)
-                                              for d in cached.values()))
+        budget.start_stage("calibration", sum(d["model"]["episodes"] + _tune_episodes(d) for d in cached.values()))
     loaded: list[Any] = []
     rows = []
-    for e in synthesis.envs:
+    for i, e in enumerate(synthesis.envs):
         path = Path(e["spec"]).with_suffix(".calibration.json")
         doc = cached.get(e["spec"])
         if doc is None:
@@ -367,10 +372,12 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
                 rewards, cases, errors = _play_groups(make, loaded[0], seed_list, samples, batch_size, tick)
             model = CalibrationResult(e["env_id"], getattr(loaded[0], "policy_id", "policy"), seed_list, samples, knobs,
                                       rewards, cases, threshold)
-            tuned = None
+            tuned, tune_played = None, 0
             if tuning is not None and not band[0] <= model.mean_reward <= band[1]:
                 _register([e["spec"]])  # the search makes the env by id (a resumed run has not registered it yet)
-                tuned = _tune_env(e["env_id"], loaded[0], seed_list, samples, band, tune_rounds, env_kwargs, budget, tune)
+                later = sum(len(seed_list) * samples for f in synthesis.envs[i + 1 :] if f["spec"] not in cached)
+                tuned, tune_played = _tune_env(e["env_id"], loaded[0], model, band, tune_rounds, env_kwargs, budget,
+                                               tune, reserve=tune_reserve + later, cap=tune_episodes)
             ref_summary = None
             if reference_seeds:
                 ref_kwargs = {k: v for k, v in env_kwargs.items() if k != "max_steps"}
@@ -382,27 +389,40 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
                 ref_summary = CalibrationResult(e["env_id"], "reference", ref_seeds, 1, knobs, r_rewards, r_cases,
                                                 threshold).summary()
             doc = {"seeds": seed_list, "samples": samples, "env_kwargs": env_kwargs, "model": model.summary(),
-                   "reference": ref_summary, "policy_errors": errors, "tune": tuning, "tuned": tuned}
+                   "reference": ref_summary, "policy_errors": errors, "tune": tuning, "tuned": tuned,
+                   "tune_episodes": tune_played}
             atomic_write_json(path, doc)
         tuned = doc.get("tuned")
         m = tuned["model"] if tuned else doc["model"]
         row = {**e, "calibration": str(path), "mean_reward": m["mean_reward"], "success_rate": m["success_rate"],
-               "groups_constant": m["groups_constant"], "episodes": doc["model"]["episodes"] + (tuned or {}).get("episodes", 0),
+               "groups_constant": m["groups_constant"], "episodes": doc["model"]["episodes"] + _tune_episodes(doc),
                "policy_errors": doc["policy_errors"], "reference_mean_reward": (doc["reference"] or {}).get("mean_reward"),
                "train": mastered is None or m["mean_reward"] < mastered}
         if tuned:
-            row.update(difficulty=tuned["difficulty"], untuned_mean_reward=doc["model"]["mean_reward"])
+            tried = [t for t in tuned.get("trace", []) if "difficulty" in t]
+            row.update(difficulty=tuned["difficulty"], untuned_mean_reward=doc["model"]["mean_reward"],
+                       tune_settings=len(tried), tune_changed=tuned["difficulty"] != doc["model"].get("difficulty"),
+                       tune_stopped=next((t["stopped"] for t in tuned.get("trace", []) if "stopped" in t), None))
         if band is not None:
             row["in_band"] = band[0] <= m["mean_reward"] <= band[1]
         rows.append(row)
     return Calibration(rows, budget.stage_used("calibration") if budget is not None else sum(r["episodes"] for r in rows))
 
 
-def _tune_env(env_id: str, policy: Any, seeds: list[int], samples: int, band: tuple[float, float], rounds: int,
-              env_kwargs: dict[str, Any], budget: RolloutBudget | None, tune: Callable[..., Any]) -> dict[str, Any] | None:
-    """The knob search of one env toward ``band`` (each episode charged to ``budget``): best knobs and their score.
+def _tune_episodes(doc: dict[str, Any]) -> int:
+    """Episodes an env's knob search played (charged even when it found nothing to keep)."""
+    return int(doc.get("tune_episodes", (doc.get("tuned") or {}).get("episodes", 0)))
 
-    ``None`` when the budget runs out during the search (the env keeps its synthesized knobs).
+
+def _tune_env(env_id: str, policy: Any, start: Any, band: tuple[float, float], rounds: int, env_kwargs: dict[str, Any],
+              budget: RolloutBudget | None, tune: Callable[..., Any], *, reserve: int = 0,
+              cap: int | None = None) -> tuple[dict[str, Any] | None, int]:
+    """The knob search of one env toward ``band`` from its measured calibration ``start`` (each episode charged to
+    ``budget``, leaving ``reserve`` of it untouched; at most ``cap`` episodes): the best knobs and their score, and
+    the episodes played.
+
+    ``None`` when no setting could be tried within the budget, or the budget ran out during the
+    search (the env keeps its synthesized knobs); the episodes played are returned either way.
     """
     from .budget import BudgetExceeded
 
@@ -413,12 +433,16 @@ def _tune_env(env_id: str, policy: Any, seeds: list[int], samples: int, band: tu
         if budget is not None:
             budget.charge("calibration")
 
+    if budget is not None:
+        cap = max(0, budget.remaining - reserve) if cap is None else min(cap, max(0, budget.remaining - reserve))
+    if cap is not None and cap < len(start.seeds) * start.samples:
+        return None, 0
     try:
-        best, res, trace = tune(env_id, policy, seeds, samples, tuple(band), max_rounds=rounds, env_kwargs=env_kwargs,
-                                on_episode=charge)
+        best, res, trace = tune(env_id, policy, start.seeds, start.samples, tuple(band), max_rounds=rounds,
+                                env_kwargs=env_kwargs, on_episode=charge, start=start, max_episodes=cap)
     except BudgetExceeded:
-        return None
-    return {"difficulty": best, "model": res.summary(), "trace": trace, "episodes": played[0]}
+        return None, played[0]
+    return {"difficulty": best, "model": res.summary(), "trace": trace, "episodes": played[0], "max_episodes": cap}, played[0]
 
 
 def env_kwargs_for(row: dict[str, Any], env_kwargs: dict[str, Any]) -> dict[str, Any]:
