@@ -35,10 +35,10 @@ def test_toolsandbox_target_runs_without_a_scripted_agent():
     # the knob search is capped (one setting beyond the synthesized one), the format warm start is opt-in, and
     # ~1k-token episodes train without activation checkpointing
     assert real.tune_episodes == real.calib_seeds * real.calib_samples and not real.warm_start
-    assert real.gradient_checkpointing is False and DemoConfig.for_run().gradient_checkpointing is None
+    assert real.gradient_checkpointing is False and DemoConfig.for_run(target="tau2-retail").gradient_checkpointing is None
     assert 0 < tiny.cap_warm_demos <= real.cap_warm_demos and fast.cap_warm_steps <= real.cap_warm_steps
     retail = DemoConfig.for_run(target="trace/tau2-retail-v0")
-    assert DemoConfig.for_run().target == retail.target  # the τ² demo stays the default until the ToolSandbox one is timed
+    assert DemoConfig.for_run().target == real.target  # the model's own failures drive the default demo
     assert retail.scripted and retail.success is None and retail.env_kwargs == {"unjudged_nl": "ignore"}
     assert retail.cap_warm_demos == 0
     with pytest.raises(ValueError, match="target must be one of"):

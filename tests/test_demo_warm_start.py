@@ -28,11 +28,12 @@ def _cfg(out, **kw):
     return cfg
 
 
-def test_defaults_turn_the_warm_start_on_only_for_a_real_model_on_toolsandbox():
+def test_the_demo_format_warm_start_is_opt_in():
     from trace_gym.demo import DemoConfig
 
-    assert DemoConfig.for_run(target="toolsandbox").warm_start
-    assert DemoConfig.for_run(target="toolsandbox", fast=True).warm_start
+    assert not DemoConfig.for_run(target="toolsandbox").warm_start
+    assert not DemoConfig.for_run(target="toolsandbox", fast=True).warm_start
+    assert DemoConfig.for_run(target="toolsandbox", warm_start=True).warm_start
     assert not DemoConfig.for_run(target="toolsandbox", model="tiny").warm_start
     assert not DemoConfig.for_run(target="tau2-retail").warm_start
     assert DemoConfig.for_run(target="tau2-retail", warm_start=True).warm_start

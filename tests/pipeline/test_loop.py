@@ -94,6 +94,8 @@ def test_the_knob_search_leaves_the_training_share_and_resumes_its_charges(tmp_p
     assert plan.budget.remaining >= reserve and cal["episodes"] == 2 + searched
     doc = json.loads(open(cal["calibration"], encoding="utf-8").read())
     assert doc["tune_episodes"] == searched and (doc["tuned"] is None) == (searched == 0)
+    if not searched:  # the row says why the search did not start
+        assert doc["tune_note"] == cal["tune_stopped"] and f"training and routing keep {reserve}" in cal["tune_stopped"]
     if searched:
         assert doc["tuned"]["max_episodes"] == spare and "stopped" in doc["tuned"]["trace"][-1]
         assert cal["tune_settings"] == 1 + searched // 2 and "max_episodes" in cal["tune_stopped"]

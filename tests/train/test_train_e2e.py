@@ -38,7 +38,7 @@ class _Interrupt(Exception):
     pass
 
 
-def test_train_outputs_and_exact_resume(tmp_path):
+def test_train_outputs_and_exact_resume(tmp_path, capsys):
     from transformers import TrainerCallback
 
     # One uninterrupted run, through the command line.
@@ -73,9 +73,11 @@ def test_train_outputs_and_exact_resume(tmp_path):
                 raise _Interrupt
 
     cfg = _cfg(tmp_path, "resumed")
+    capsys.readouterr()
     with pytest.raises(_Interrupt):
         train(cfg, callbacks=[StopAfterFirstSave()])
     resumed = train(cfg, resume=True)
+    assert "'loss'" not in capsys.readouterr().out  # no progress line, and no printed log dicts either
     assert resumed.steps == 2
     assert resumed.rollouts == full.rollouts
     assert [s for s, _ in resumed.reward_curve] == [s for s, _ in full.reward_curve] == [1, 2]

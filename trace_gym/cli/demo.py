@@ -8,9 +8,10 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the whole TRACE loop offline on CPU (rollouts → analysis → envs → adapters → routing → eval)")
     p.add_argument("--out", default="runs/demo", help="output folder (default runs/demo); rerunning resumes")
-    p.add_argument("--target", default="tau2-retail", metavar="TARGET",
-                   help="tau2-retail (default: a flawed scripted agent supplies the successes and failures), "
-                        "toolsandbox (the model's own successes and failures drive the loop) or a full env id")
+    p.add_argument("--target", default="toolsandbox", metavar="TARGET",
+                   help="toolsandbox (default: the model's own successes and failures drive the loop), "
+                        "tau2-retail (a flawed scripted agent supplies the successes and failures a small model "
+                        "cannot produce on τ²-bench's ~5k-token prompts) or a full env id")
     p.add_argument("--domain", default="retail", choices=["retail"], help="τ²-bench domain of a τ² target (default retail)")
     p.add_argument("--fast", action="store_true", help="smaller sizes (about half the time)")
     p.add_argument("--model", default="smollm2", choices=["smollm2", "tiny"],

@@ -1,9 +1,9 @@
 """How big each stage of the demo is, for the real model and for the tiny test model, per target.
 
-Two kinds of target: **ToolSandbox** (``--target toolsandbox``): the model
+Two kinds of target: **ToolSandbox** (``--target toolsandbox``, the default): the model
 plays train-split scenarios itself and its own successes and failures feed the analysis
 (a success is a milestone similarity of at least :data:`TOOLSANDBOX_SUCCESS`); and a
-**τ²-bench** env (``--target tau2-retail``, the default, or a full env id), where a deliberately flawed
+**τ²-bench** env (``--target tau2-retail`` or a full env id), where a deliberately flawed
 scripted agent supplies the successes and failures a small model cannot produce.
 
 On ToolSandbox the base model is SmolLM2 as shipped: it emits no parseable tool call there,
@@ -128,7 +128,7 @@ class DemoConfig:
 
     @classmethod
     def for_run(cls, *, out: str | Path = "runs/demo", domain: str = "retail", model: str = "smollm2", fast: bool = False,
-                seed: int = 0, target: str = "tau2-retail", warm_start: bool | None = None) -> DemoConfig:
+                seed: int = 0, target: str = "toolsandbox", warm_start: bool | None = None) -> DemoConfig:
         """The demo's sizes for ``model`` on ``target`` (``--fast``: smaller); ``warm_start`` overrides the default."""
         env_id = resolve_target(target) if target else ""
         if env_id == TOOLSANDBOX:

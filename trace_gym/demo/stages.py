@@ -245,6 +245,8 @@ def show(ctx: Context, name: str, result: Any) -> None:
                 why = f"; {e['tune_stopped']}" if e.get("tune_stopped") else ""
                 tuned = (f" (as synthesized {e['untuned_mean_reward']:.2f}; the knob search toward the band tried "
                          f"{e.get('tune_settings', '?')} settings and {kept}{why})")
+            elif e.get("tune_stopped"):
+                tuned = f" ({e['tune_stopped']})"
             band = "" if "in_band" not in e else (" — in the band" if e["in_band"] else " — outside the band")
             console.print(f"calibration {e['env_id']}: {cfg.model} mean reward {e['mean_reward']:.2f}{tuned}{band}, "
                           f"success {e['success_rate']:.2f}, constant groups {e['groups_constant']:.2f}; reference "

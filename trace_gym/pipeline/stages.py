@@ -330,8 +330,9 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
     whether the band was reached).  The search starts from the measured setting and, with a
     ``budget``, leaves ``tune_reserve`` rollouts (the training share) plus the calibration of
     the envs still to measure untouched: it stops at the best setting found so far rather
-    than spend them.  ``tune_episodes`` caps each env's search on its own (budget or not).  An env whose mean reward reaches ``mastered`` needs
-    no adapter (``train`` false).  ``reference_seeds`` episodes of the spec's reference
+    than spend them (``tune_stopped`` in the row says why it stopped, or why it did not
+    start).  ``tune_episodes`` caps each env's search on its own (budget or not).  An env
+    whose mean reward reaches ``mastered`` needs no adapter (``train`` false).  ``reference_seeds`` episodes of the spec's reference
     solution (not charged) check that the env is solvable.  Each env's result is kept
     next to its spec (``<spec>.calibration.json``) and reused when the stage runs again.
     """
@@ -372,11 +373,11 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
                 rewards, cases, errors = _play_groups(make, loaded[0], seed_list, samples, batch_size, tick)
             model = CalibrationResult(e["env_id"], getattr(loaded[0], "policy_id", "policy"), seed_list, samples, knobs,
                                       rewards, cases, threshold)
-            tuned, tune_played = None, 0
+            tuned, tune_played, tune_note = None, 0, None
             if tuning is not None and not band[0] <= model.mean_reward <= band[1]:
                 _register([e["spec"]])  # the search makes the env by id (a resumed run has not registered it yet)
                 later = sum(len(seed_list) * samples for f in synthesis.envs[i + 1 :] if f["spec"] not in cached)
-                tuned, tune_played = _tune_env(e["env_id"], loaded[0], model, band, tune_rounds, env_kwargs, budget,
+                tuned, tune_played, tune_note = _tune_env(e["env_id"], loaded[0], model, band, tune_rounds, env_kwargs, budget,
                                                tune, reserve=tune_reserve + later, cap=tune_episodes)
             ref_summary = None
             if reference_seeds:
@@ -390,7 +391,7 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
                                                 threshold).summary()
             doc = {"seeds": seed_list, "samples": samples, "env_kwargs": env_kwargs, "model": model.summary(),
                    "reference": ref_summary, "policy_errors": errors, "tune": tuning, "tuned": tuned,
-                   "tune_episodes": tune_played}
+                   "tune_episodes": tune_played, "tune_note": tune_note}
             atomic_write_json(path, doc)
         tuned = doc.get("tuned")
         m = tuned["model"] if tuned else doc["model"]
@@ -403,6 +404,8 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
             row.update(difficulty=tuned["difficulty"], untuned_mean_reward=doc["model"]["mean_reward"],
                        tune_settings=len(tried), tune_changed=tuned["difficulty"] != doc["model"].get("difficulty"),
                        tune_stopped=next((t["stopped"] for t in tuned.get("trace", []) if "stopped" in t), None))
+        elif doc.get("tune_note"):
+            row["tune_stopped"] = doc["tune_note"]
         if band is not None:
             row["in_band"] = band[0] <= m["mean_reward"] <= band[1]
         rows.append(row)
@@ -416,13 +419,14 @@ def _tune_episodes(doc: dict[str, Any]) -> int:
 
 def _tune_env(env_id: str, policy: Any, start: Any, band: tuple[float, float], rounds: int, env_kwargs: dict[str, Any],
               budget: RolloutBudget | None, tune: Callable[..., Any], *, reserve: int = 0,
-              cap: int | None = None) -> tuple[dict[str, Any] | None, int]:
+              cap: int | None = None) -> tuple[dict[str, Any] | None, int, str | None]:
     """The knob search of one env toward ``band`` from its measured calibration ``start`` (each episode charged to
     ``budget``, leaving ``reserve`` of it untouched; at most ``cap`` episodes): the best knobs and their score, and
     the episodes played.
 
     ``None`` when no setting could be tried within the budget, or the budget ran out during the
-    search (the env keeps its synthesized knobs); the episodes played are returned either way.
+    search (the env keeps its synthesized knobs), with a note saying so; the episodes played are
+    returned either way.
     """
     from .budget import BudgetExceeded
 
@@ -434,15 +438,21 @@ def _tune_env(env_id: str, policy: Any, start: Any, band: tuple[float, float], r
             budget.charge("calibration")
 
     if budget is not None:
-        cap = max(0, budget.remaining - reserve) if cap is None else min(cap, max(0, budget.remaining - reserve))
-    if cap is not None and cap < len(start.seeds) * start.samples:
-        return None, 0
+        left = max(0, budget.remaining - reserve)
+        cap = left if cap is None else min(cap, left)
+    cost = len(start.seeds) * start.samples
+    if cap is not None and cap < cost:
+        why = (f"no knob search: a setting costs {cost} episodes, {budget.remaining} rollouts are left and training "
+               f"and routing keep {reserve}" if budget is not None and cap == left else
+               f"no knob search: a setting costs {cost} episodes, the cap is {cap}")
+        return None, 0, why
     try:
         best, res, trace = tune(env_id, policy, start.seeds, start.samples, tuple(band), max_rounds=rounds,
                                 env_kwargs=env_kwargs, on_episode=charge, start=start, max_episodes=cap)
     except BudgetExceeded:
-        return None, played[0]
-    return {"difficulty": best, "model": res.summary(), "trace": trace, "episodes": played[0], "max_episodes": cap}, played[0]
+        return None, played[0], f"the budget ran out during the knob search after {played[0]} episodes"
+    tuned = {"difficulty": best, "model": res.summary(), "trace": trace, "episodes": played[0], "max_episodes": cap}
+    return tuned, played[0], None
 
 
 def env_kwargs_for(row: dict[str, Any], env_kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -404,10 +404,10 @@ def train(
         )
     trainer.shared_prefix = bool(cfg.shared_prefix)
     trainer.prefix_grad = cfg.prefix_grad
-    if cfg.progress:  # the rich bar replaces transformers' printed log dicts
-        from transformers.trainer_callback import PrinterCallback
+    from transformers.trainer_callback import PrinterCallback
 
-        trainer.remove_callback(PrinterCallback)
+    # every logged step goes to metrics.jsonl (and the progress line, when on), not to printed dicts on stdout
+    trainer.remove_callback(PrinterCallback)
     # the progress line joins the caller's display when one is open
     with renamed_checkpointing_warnings_hidden(), reporting(enabled=cfg.progress and main):
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
