@@ -317,8 +317,7 @@ def _search(decl: dict[str, Any], state: dict[str, Any], band: tuple[float, floa
     if gap(state["res"]) == 0.0:
         return
     below = state["res"].mean_reward < band[0]
-    extreme = {**state["best"], **{n: k[toward(k, below)] for n, k in decl.items() if toward(k, below)}}
-    extreme = {n: _as_knob(decl[n], v) if n in decl else v for n, v in extreme.items()}
+    extreme = {**state["best"], **{n: _as_knob(k, k[end]) for n, k in decl.items() if (end := toward(k, below))}}
     if extreme != state["best"]:
         res = run(extreme)
         keep(extreme, res)

@@ -160,11 +160,10 @@ class DemoConfig:
         cfg.calib_seeds, cfg.calib_samples, cfg.cap_max_steps = 2, 2, 8
         # one setting beyond the synthesized one: every knob at its easy end when the model is below the band
         cfg.band, cfg.tune_rounds, cfg.tune_episodes, cfg.min_capabilities = (0.2, 0.6), 1, 4, 1
-        cfg.max_adapters, cfg.train_steps, cfg.group_size, cfg.train_max_turns = 1, 2, 4, 4
+        cfg.max_adapters, cfg.train_steps, cfg.group_size, cfg.train_max_turns = 1, 1, 4, 4
         cfg.train_tokens_per_turn, cfg.train_completion_tokens, cfg.learning_rate = 64, 512, 5e-5
         cfg.gradient_checkpointing = False  # ~1k-token episodes fit without it, and a step is ~25% faster
         cfg.cap_warm_demos, cfg.cap_warm_steps, cfg.warm_start_lr = 16, 8, 4e-4
-        cfg.train_steps = 1
         cfg.router_seeds, cfg.eval_tasks, cfg.eval_trials = 2, 8, 1
         if fast:
             cfg.base_tasks, cfg.eval_tasks, cfg.cap_warm_steps = 8, 4, 4

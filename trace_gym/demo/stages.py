@@ -243,7 +243,7 @@ def show(ctx: Context, name: str, result: Any) -> None:
             if e.get("difficulty"):
                 kept = f"chose {e['difficulty']}" if e.get("tune_changed", True) else "kept the synthesized knobs"
                 why = f"; {e['tune_stopped']}" if e.get("tune_stopped") else ""
-                tuned = (f" (as synthesized {e['untuned_mean_reward']:.2f}; the knob search toward the band tried "
+                tuned = (f" (as synthesized {e['untuned_mean_reward']:.2f}; the knob search toward the band compared "
                          f"{e.get('tune_settings', '?')} settings and {kept}{why})")
             elif e.get("tune_stopped"):
                 tuned = f" ({e['tune_stopped']})"

@@ -135,7 +135,6 @@ def evaluate(env_id: str, policy: Any, tasks: Sequence[str], trials: int, *, sto
     results: dict[str, list[bool]] = {}
     rewards: dict[str, list[float]] = {}
     groups: dict[str, list[str]] = defaultdict(list)
-    rollouts = 0
     bar = track(f"eval {policy.policy_id} on {env_id}", total=len(plan) * trials)
 
     def played(tr: Any) -> None:
@@ -152,7 +151,7 @@ def evaluate(env_id: str, policy: Any, tasks: Sequence[str], trials: int, *, sto
         new = collect(env_id, policy, [s for _ in plan for s in seeds], store=st,
                       options=[opts for _, opts in plan for _ in seeds], env_kwargs=env_kwargs, batch_size=batch_size,
                       on_episode=played, on_skip=skipped)
-    rollouts += len(new)
+    rollouts = len(new)
     for tr in new:
         by_key[tr.key] = tr
     for task, opts in plan:
