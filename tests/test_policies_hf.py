@@ -254,3 +254,108 @@ def test_peft_wrapped_model_uses_the_base_models_forward_arguments(tiny):
     assert base._forward_kwargs()[1] == {"logits_to_keep": 1}
     requests = [(_conversation(["save a"]), TOOLS), (MESSAGES, TOOLS)]
     assert lora.act_batch(requests, seeds=[0, 1]) == base.act_batch(requests, seeds=[0, 1])
+
+
+def test_an_episode_that_outgrows_the_context_ends_truncated_and_the_batch_goes_on(tmp_path):
+    """Episodes whose prompt no longer fits the model's context end as truncated (scored as the env
+    scores a truncated episode, reason ``context_length``); the others of the batch play on."""
+    from trace_gym.rollout import CONTEXT_LENGTH
+
+    model, tok = tiny_test_model(seed=0)
+    policy = HFPolicy(model, tok, max_new_tokens=6, greedy=True, policy_id="tiny-short-context")
+    env = gym.make(ENV_ID, patience=50, max_steps=12)
+    _, info = env.reset(seed=0)
+    first = len(tok(policy.render_prompt(info["messages"], info["tools"]), add_special_tokens=False)["input_ids"])
+    model.config.max_position_embeddings = first + 60  # the first turns fit, later ones do not
+    trajs = collect(ENV_ID, policy, [0, 1, 2, 3], store=tmp_path / "t.jsonl", batch_size=4,
+                    env_kwargs={"patience": 50, "max_steps": 12})
+    assert len(trajs) == 4 and all(t.done for t in trajs)
+    cut = [t for t in trajs if t.termination_reason == CONTEXT_LENGTH]
+    assert cut and all(t.truncated and t.reward_info.get("cut") == CONTEXT_LENGTH for t in cut)
+    assert all(1 <= t.num_steps < 12 for t in cut)
+    assert len(TrajectoryStore(tmp_path / "t.jsonl").load()) == 4
+    # A prompt with no room at all is refused up front, naming its row.
+    from trace_gym.policies.base import ContextExceeded
+
+    long_prompt = [{"role": "user", "content": "word " * (first + 100)}]
+    with pytest.raises(ContextExceeded) as exc:
+        policy.act_batch([(MESSAGES, TOOLS), (long_prompt, [])], seeds=[0, 1])
+    assert exc.value.rows == [1]
+
+
+def test_stop_strings_end_the_action_and_never_appearing_costs_nothing(tiny):
+    from trace_gym.policies.decoding import StopRule
+
+    model, tok = tiny
+    rule = StopRule(tok, [tok.eos_token_id], ["</tool_call>"])
+    ids = tok('<tool_call>[{"name": "a", "arguments": {}}]</tool_call> and more', add_special_tokens=False)["input_ids"]
+    ends = [rule.ends(ids[:n]) for n in range(1, len(ids) + 1)]
+    first = ends.index("string")
+    assert all(e is None for e in ends[:first])
+    assert tok.decode(ids[: first + 1]).endswith("</tool_call>") or "</tool_call>" in tok.decode(ids[: first + 1])
+    assert rule.cut_text('x</tool_call>\nrest') == "x</tool_call>"
+    assert rule.ends([5, tok.eos_token_id]) == "token"
+    with pytest.raises(ValueError):
+        StopRule(tok, [], [""])
+    with pytest.raises(ValueError):
+        StopRule(tok, [], [])
+    # A policy whose stop string never appears generates exactly what it does without one.
+    never = _policy(tiny, greedy=True, max_new_tokens=8, stop=["\x00never\x00"])
+    none = _policy(tiny, greedy=True, max_new_tokens=8, stop=[])
+    assert never.act(MESSAGES, TOOLS) == none.act(MESSAGES, TOOLS)
+    # SmolLM2's call format stops at its closing tag by default; hermes has no stop string.
+    assert _policy(tiny).stop_rule.strings == ("</tool_call>",)
+    assert _policy(tiny, tool_format="hermes").stop_rule.strings == ()
+
+
+def test_lookahead_drafts_change_no_token_and_take_several_per_forward(tiny):
+    """Prompt-lookup drafts checked in one forward give the tokens plain decoding gives (greedy and
+    sampled, per-row seeds), with fewer forwards where the text repeats itself."""
+    model, tok = tiny
+    long = [{"role": "user", "content": "repeat after me: the cat sat on the mat, the cat sat on the mat, " * 3}]
+    requests = [(long, []), (MESSAGES, TOOLS), ([{"role": "user", "content": "hi"}], [])]
+    for kw in ({"greedy": True}, {"temperature": 0.8, "top_p": 0.95}):
+        plain = HFPolicy(model, tok, max_new_tokens=40, lookahead=0, seed=5, **kw)
+        ahead = HFPolicy(model, tok, max_new_tokens=40, lookahead=6, seed=5, **kw)
+        assert ahead.act_batch(requests, seeds=[0, 1, 2]) == plain.act_batch(requests, seeds=[0, 1, 2])
+        assert ahead.decode_stats.generated_tokens == plain.decode_stats.generated_tokens
+    with pytest.raises(ValueError):
+        HFPolicy(model, tok, lookahead=-1)
+
+
+def test_lookahead_checks_drafts_against_the_logits_plain_decoding_computes(tiny):
+    """A pick that copies a pattern from the prompt makes every draft right: each kept draft's logits
+    (from one wider forward, rows of different lengths, rejected columns in between) equal the
+    logits one-token-per-forward decoding computes at that position."""
+    import torch
+
+    from trace_gym.policies.decoding import StopRule, decode_rows
+
+    model, tok = tiny
+    pattern = tok("alpha beta gamma delta epsilon zeta eta theta", add_special_tokens=False)["input_ids"]
+    rows = [tok("some opening words", add_special_tokens=False)["input_ids"] + pattern * 2,
+            tok("a different and longer opening of the second row", add_special_tokens=False)["input_ids"] + pattern]
+
+    def run(lookahead):
+        seen = {0: [], 1: []}
+
+        def pick(logits, idx):
+            out = []
+            for r, i in zip(logits, idx, strict=True):
+                seen[i].append(r.clone())
+                n = len(seen[i])
+                out.append(pattern[(n - 1) % len(pattern)] if not (i == 1 and n % 7 == 0) else 5)  # row 1 breaks the pattern
+            return torch.tensor(out)
+
+        stats = __import__("trace_gym.policies.decoding", fromlist=["DecodeStats"]).DecodeStats()
+        got = decode_rows(model, rows, max_new_tokens=30, pick=pick, stop=StopRule(tok, [tok.eos_token_id]),
+                          pad_id=tok.pad_token_id, lookahead=lookahead, stats=stats)
+        return got, seen, stats
+
+    plain, plain_logits, plain_stats = run(0)
+    ahead, ahead_logits, ahead_stats = run(6)
+    assert ahead == plain
+    assert ahead_stats.accepted_tokens > 20 and ahead_stats.decode_steps < 0.7 * plain_stats.decode_steps
+    for i in (0, 1):
+        assert len(ahead_logits[i]) == len(plain_logits[i]) == 30
+        assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(ahead_logits[i], plain_logits[i], strict=True))

@@ -166,7 +166,8 @@ def test_policy_and_training_sampler_go_through_the_one_cache_class(tiny, monkey
 
     config = copy.deepcopy(model.generation_config)
     config.do_sample, config.pad_token_id = True, tok.pad_token_id
-    trainer = SimpleNamespace(processing_class=tok, accelerator=Accelerator(cpu=True), model_wrapped=model, generation_config=config,
+    trainer = SimpleNamespace(processing_class=tok, accelerator=Accelerator(cpu=True), model=model, model_wrapped=model,
+                              generation_config=config, temperature=1.0, top_p=1.0, top_k=0,
                               generation_kwargs={}, args=SimpleNamespace(ds3_gather_for_generation=True, gradient_checkpointing_kwargs=None))
     generate = transformers_generate_fn(trainer)
     gen = torch.Generator().manual_seed(0)

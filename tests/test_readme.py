@@ -59,3 +59,9 @@ def test_every_registered_id_has_a_row_and_a_mismatch_is_caught():
 def test_cells_are_escaped():
     rows = [{"id": "trace/x-v0", "family": "capability", "domain": "retail", "title": "a | b\nc"}]
     assert "| `trace/x-v0` | capability | retail | a \\| b c |" in markdown_envs_table(rows)
+
+
+def test_the_fuzz_table_is_shown_once():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("### Hostile input"):]
+    assert section.count("# CPython") == 1 and section.count("trace/toolsandbox-v0  ") == 1

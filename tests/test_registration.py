@@ -85,3 +85,33 @@ def test_a_user_spec_with_a_starters_name_stops_the_import_with_both_files_named
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("trace_gym.registration.DuplicateEnvError: trace/cap-refund-policy-v0")
     assert str(STARTER) in last and str(tmp_path / STARTER.name) in last
+
+
+def test_an_invalid_user_spec_is_skipped_with_one_warning_and_never_listed(tmp_path):
+    """A spec in TRACE_GYM_ENVS_DIR is checked against the schema at registration (no world is built):
+    an invalid one is not registered, so `trace-gym envs` lists only envs that can be made."""
+    text = STARTER.read_text(encoding="utf-8")
+    (tmp_path / "cap-mine.yaml").write_text(text.replace("id: cap-refund-policy", "id: cap-mine", 1), encoding="utf-8")
+    (tmp_path / "cap-noschema.yaml").write_text("id: cap-noschema\ntitle: Not a spec\ndomain: retail\n", encoding="utf-8")
+    (tmp_path / "cap-renamed.yaml").write_text(text.replace("id: cap-refund-policy", "id: cap-other", 1), encoding="utf-8")
+    (tmp_path / "cap-badtype.yaml").write_text(text.replace("id: cap-refund-policy", "id: cap-badtype", 1)
+                                               .replace("max_steps: {knob: max_steps}", "max_steps: lots", 1), encoding="utf-8")
+    env = dict(os.environ, TRACE_GYM_ENVS_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-m", "trace_gym.cli", "envs"], env=env, capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "trace/cap-mine-v0" in out.stdout
+    for name in ("cap-noschema", "cap-renamed", "cap-badtype"):
+        assert f"trace/{name}-v0" not in out.stdout
+        [line] = [ln for ln in out.stderr.splitlines() if f"{name}.yaml" in ln]
+        assert "SpecFileWarning: spec file skipped:" in line, line
+    assert "'capability' is a required property" in out.stderr and "got 'cap-other'" in out.stderr
+    assert "cap-badtype.yaml: at max_steps:" in out.stderr
+
+
+def test_shipped_specs_are_not_schema_checked_at_import():
+    """Registering the starter library reads names and title lines only (the schema engine stays unloaded)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRACE_GYM_ENVS_DIR"}
+    code = "import sys, trace_gym; print('jsonschema' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.stdout.strip() == "False", out.stderr

@@ -163,3 +163,34 @@ def test_collect_keeps_finished_batch_episodes_when_one_fails(tmp_path):
     assert info.value.trajectory.seed in failing
     assert {t.seed for t in info.value.completed} == set(seeds) - failing
     assert sorted(t.seed for t in TrajectoryStore(out).load()) == sorted(set(seeds) - failing)
+
+
+def test_a_slot_whose_episode_ends_starts_the_next_seed_at_once(tmp_path):
+    """collect() keeps every policy call full until the queue runs dry, and plays what one-at-a-time plays."""
+    from trace_gym.rollout import rollout_queue
+
+    sizes: list[int] = []
+
+    class Recording:
+        policy_id = "recording"
+
+        def act(self, messages, tools):
+            return self.act_batch([(messages, tools)])[0]
+
+        def act_batch(self, requests):
+            sizes.append(len(requests))
+            # episodes of different lengths: even seeds dawdle one turn before solving
+            return [("Let me see." if "'" in m[1]["content"] and sum(x["role"] == "assistant" for x in m) == 0
+                     and len(m[1]["content"]) % 2 == 0 else solver(m, t)) for m, t in requests]
+
+    seeds = list(range(7))
+    envs = [gym.make(ENV_ID) for _ in range(3)]
+    done_order: list[int] = []
+    queued = rollout_queue(envs, Recording(), seeds, on_episode=lambda t: done_order.append(t.seed))
+    alone = [rollout(gym.make(ENV_ID), Recording(), s) for s in seeds]
+    assert [t.seed for t in queued] == seeds and sorted(done_order) == seeds
+    assert [t.actions for t in queued] == [t.actions for t in alone]
+    first_short = next(i for i, n in enumerate(sizes) if n < 3)
+    assert all(n == 3 for n in sizes[:first_short]) and first_short >= 3
+    trajs = collect(ENV_ID, Recording(), seeds, store=tmp_path / "q.jsonl", batch_size=3)
+    assert [t.actions for t in trajs] == [t.actions for t in alone]

@@ -13,8 +13,11 @@ __all__ = ["atomic_write_text", "atomic_write_bytes", "atomic_write_json", "save
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:  # name the file asked for, not the parent or the scratch file
+        raise type(exc)(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

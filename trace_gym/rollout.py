@@ -2,7 +2,9 @@
 
 * :func:`rollout` plays one episode and returns a :class:`Trajectory`.
 * :func:`rollout_batch` plays several episodes in lock step so that a batching
-  policy (``act_batch``) answers all of them with one call per turn.
+  policy (``act_batch``) answers all of them with one call per turn;
+  :func:`rollout_queue` plays a queue of episodes through a few env slots, starting the
+  next episode in a slot as soon as its episode ends.
 * :func:`collect` runs many seeds of one env id, appending every finished episode
   to a :class:`TrajectoryStore` and skipping seeds already stored (resume).
 
@@ -28,20 +30,24 @@ from typing import Any
 
 import gymnasium as gym
 
-from .policies.base import Policy, PolicyError, act_batch, reset_policy
+from .policies.base import ContextExceeded, Policy, PolicyError, act_batch, reset_policy
 
 __all__ = [
     "Trajectory",
     "RolloutError",
     "rollout",
     "rollout_batch",
+    "rollout_queue",
     "collect",
     "TrajectoryStore",
     "TrajectoryStoreError",
     "episode_key",
+    "CONTEXT_LENGTH",
 ]
 
 FORMAT_VERSION = 1
+CONTEXT_LENGTH = "context_length"
+"""The termination reason of an episode ended because the policy's context was full."""
 
 
 def _jsonable(value: Any) -> Any:
@@ -194,6 +200,20 @@ class _Episode:
             t.reward_info = dict(info.get("reward_info") or {})
             t.termination_reason = info.get("termination_reason")
 
+    def cut(self, reason: str) -> None:
+        """End the episode between steps for a reason of the caller's (e.g. the policy's context is
+        full): scored the way the env scores a truncated episode (``truncate()``; 0.0 for an env
+        without one), with ``reason`` as its termination reason and ``reward_info["cut"]``."""
+        t = self.traj
+        t0 = time.perf_counter()
+        truncate = getattr(self.env.unwrapped, "truncate", None)
+        reward, info = truncate() if callable(truncate) else (0.0, {})
+        self.traj.timings["env_s"] += time.perf_counter() - t0
+        t.rewards.append(float(reward))
+        t.truncated = True
+        t.termination_reason = reason
+        t.reward_info = {**dict(info or {}), "cut": reason}
+
     def finish(self) -> Trajectory:
         t = self.traj
         t.messages = self.messages
@@ -228,42 +248,101 @@ def rollout_batch(
     """
     if len(envs) != len(seeds):
         raise ValueError(f"rollout_batch needs one env per seed, got {len(envs)} envs and {len(seeds)} seeds")
-    per_episode = list(options) if isinstance(options, (list, tuple)) else [options] * len(envs)
-    if len(per_episode) != len(envs):
-        raise ValueError(f"rollout_batch got {len(per_episode)} option sets for {len(envs)} episodes")
+    return rollout_queue(envs, policy, seeds, options, policy_seeds)
+
+
+def rollout_queue(
+    envs: Sequence[gym.Env],
+    policy: Policy,
+    seeds: Sequence[int],
+    options: dict[str, Any] | Sequence[dict[str, Any] | None] | None = None,
+    policy_seeds: Sequence[int] | None = None,
+    *,
+    on_episode: Callable[[Trajectory], None] | None = None,
+) -> list[Trajectory]:
+    """Play one episode per seed, ``len(envs)`` at a time in lock step, and return them in seed order.
+
+    The envs are slots: when an episode ends, its env starts the next seed at once, so every
+    policy call holds as many episodes as there are slots until the queue runs dry (a batch
+    no longer waits for its longest episode).  ``on_episode`` is called with each episode as
+    it ends.  A :class:`~trace_gym.policies.base.ContextExceeded` from the policy ends the
+    episodes it names as truncated (``context_length``) and the others play on; any other
+    :class:`PolicyError` raises :class:`RolloutError` (``completed``: every episode that had
+    finished, each already handed to ``on_episode``).
+    """
+    per_episode = list(options) if isinstance(options, (list, tuple)) else [options] * len(seeds)
+    if len(per_episode) != len(seeds):
+        raise ValueError(f"rollout got {len(per_episode)} option sets for {len(seeds)} episodes")
     if policy_seeds is not None and len(policy_seeds) != len(seeds):
-        raise ValueError(f"rollout_batch got {len(policy_seeds)} policy seeds for {len(seeds)} episodes")
+        raise ValueError(f"rollout got {len(policy_seeds)} policy seeds for {len(seeds)} episodes")
+    if not envs and seeds:
+        raise ValueError("rollout needs at least one env")
     if len({id(e) for e in envs}) != len(envs):
-        raise ValueError("rollout_batch needs distinct env instances")
-    if len(envs) > 1 and not getattr(policy, "batchable", True):
+        raise ValueError("rollout needs distinct env instances")
+    if min(len(envs), len(seeds)) > 1 and not getattr(policy, "batchable", True):
         raise ValueError(f"policy {policy.policy_id!r} plays one episode at a time; use a batch size of 1")
-    episodes = [_Episode(env, policy.policy_id, seed, opts) for env, seed, opts in zip(envs, seeds, per_episode, strict=True)]
-    acting_seeds = {id(ep): int(s) for ep, s in zip(episodes, policy_seeds if policy_seeds is not None else seeds, strict=True)}
-    if len(episodes) == 1:
-        reset_policy(policy, acting_seeds[id(episodes[0])])
-    for ep in episodes:
-        ep.start()
-    while True:
-        active = [ep for ep in episodes if not ep.done]
-        if not active:
-            break
+    acting = [int(s) for s in (policy_seeds if policy_seeds is not None else seeds)]
+    results: list[Trajectory | None] = [None] * len(seeds)
+    finished: list[Trajectory] = []
+    queue = iter(range(len(seeds)))
+    active: list[tuple[int, _Episode]] = []
+
+    def done(j: int, ep: _Episode) -> None:
+        t = results[j] = ep.finish()
+        finished.append(t)
+        if on_episode is not None:
+            on_episode(t)
+
+    def fill(env: gym.Env) -> None:
+        for j in queue:
+            ep = _Episode(env, policy.policy_id, seeds[j], per_episode[j])
+            if len(envs) == 1:
+                reset_policy(policy, acting[j])
+            ep.start()
+            if not ep.done:
+                active.append((j, ep))
+                return
+            done(j, ep)  # ended at reset: the env is free again
+
+    for env in envs:
+        fill(env)
+    while active:
         t0 = time.perf_counter()
         try:
-            actions = act_batch(policy, [(ep.messages, ep.tools) for ep in active], [acting_seeds[id(ep)] for ep in active])
+            actions = act_batch(policy, [(ep.messages, ep.tools) for _, ep in active], [acting[j] for j, _ in active])
             wrong = [a for a in actions if not isinstance(a, str)]
             if wrong:
                 raise PolicyError(f"returned {type(wrong[0]).__name__}, not a text action")
+        except ContextExceeded as exc:  # those episodes end as truncated; the others are asked again
+            rows = sorted(set(exc.rows))
+            if not rows or rows[0] < 0 or rows[-1] >= len(active):
+                raise RolloutError(f"policy {policy.policy_id!r}: {exc} (bad row indices {exc.rows})",
+                                   active[0][1].finish(), finished) from exc
+            cut = [active[i] for i in rows]
+            active = [x for i, x in enumerate(active) if i not in set(rows)]
+            for j, ep in cut:
+                ep.cut(CONTEXT_LENGTH)
+                done(j, ep)
+                fill(ep.env)
+            continue
         except PolicyError as exc:
-            partial = active[0].finish()
-            completed = [ep.finish() for ep in episodes if ep.done]
+            partial = active[0][1].finish()
             raise RolloutError(
-                f"policy {policy.policy_id!r} failed at step {partial.num_steps} of seed {partial.seed}: {exc}", partial, completed
+                f"policy {policy.policy_id!r} failed at step {partial.num_steps} of seed {partial.seed}: {exc}", partial,
+                finished,
             ) from exc
         spent = (time.perf_counter() - t0) / len(active)
-        for ep, action in zip(active, actions, strict=True):
+        still: list[tuple[int, _Episode]] = []
+        ended: list[tuple[int, _Episode]] = []
+        for (j, ep), action in zip(active, actions, strict=True):
             ep.traj.timings["policy_s"] += spent
             ep.apply(action)
-    return [ep.finish() for ep in episodes]
+            (ended if ep.done else still).append((j, ep))
+        active = still
+        for j, ep in ended:
+            done(j, ep)
+            fill(ep.env)
+    return [t for t in results if t is not None]
 
 
 def _parse_seed(s: Any) -> int:
@@ -292,7 +371,8 @@ def collect(
     is already stored are skipped, and an episode another run stores meanwhile is not
     stored twice (it is still returned; ``on_skip`` is called for it instead of
     ``on_episode``).  ``batch_size > 1`` plays that many seeds in lock
-    step (one env instance each) so that ``policy.act_batch`` can batch generation.
+    step (one env instance each, each starting the next seed as soon as its episode ends:
+    :func:`rollout_queue`) so that ``policy.act_batch`` can batch generation.
     ``options``: the reset options of every episode, or a list with one set per seed
     (several tasks in one batch).  ``on_episode``/``on_skip`` are progress callbacks.
     """
@@ -326,17 +406,9 @@ def collect(
             on_episode(t)
 
     envs = [gym.make(env_id, **(env_kwargs or {})) for _ in range(min(batch_size, len(todo)))]
-    try:
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start : start + batch_size]
-            try:
-                trajs = rollout_batch(envs[: len(chunk)], policy, [s for s, _ in chunk], [o for _, o in chunk])
-            except RolloutError as exc:
-                for t in exc.completed:  # keep the batch's finished episodes before stopping
-                    keep(t)
-                raise
-            for t in trajs:
-                keep(t)
+    try:  # each finished episode is kept (and stored) as it ends; its env starts the next seed
+        played = rollout_queue(envs, policy, [s for s, _ in todo], [o for _, o in todo], on_episode=keep)
+        results[:] = played  # in seed order (``keep`` saw them in the order they ended)
     finally:
         for e in envs:
             e.close()

@@ -91,3 +91,70 @@ def test_routed_policy_routes_once_per_conversation(registry):
     out = pol.act_batch([(convo, []), ([{"role": "user", "content": "hello"}], [])], seeds=[2, 3])
     assert len(out) == 2 and all(isinstance(x, str) for x in out)
     assert [d["adapter"] for d in pol.decisions] == ["cap-a", "cap-a", NO_ADAPTER]
+
+
+def _unmerged_logits(registry, name, text="hello"):
+    model, tok = tiny_test_model(seed=0)
+    pm = peft.PeftModel.from_pretrained(model, str(registry[name].path))
+    ids = tok(text, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        return pm(input_ids=ids).logits[0, -1]
+
+
+def test_merged_adapters_compute_what_peft_computes_and_swap_back_to_the_exact_base(registry):
+    pol = _policy(registry)
+    assert pol.merged and not isinstance(pol.base.model, peft.PeftModel)  # a plain model: base speed
+    original = {n: p.detach().clone() for n, p in pol.base.model.named_parameters()}
+    for name in ("cap-a", "cap-b"):
+        pol.use(name)
+        assert torch.allclose(_logits(pol), _unmerged_logits(registry, name), atol=1e-4)
+    pol.use(NO_ADAPTER)
+    assert all(torch.equal(p, original[n]) for n, p in pol.base.model.named_parameters())
+
+
+def test_merged_and_unmerged_policies_act_alike(registry):
+    def make(merge, fixed=None):
+        model, tok = tiny_test_model(seed=0)
+        return AdapterPolicy(HFPolicy(model, tok, greedy=True, max_new_tokens=8), registry, fixed=fixed, merge=merge)
+
+    requests = [([{"role": "user", "content": f"note number {i}"}], []) for i in range(3)]
+    merged, unmerged = make(True, "cap-b"), make(False, "cap-b")
+    assert merged.merged and not unmerged.merged
+    assert merged.act_batch(requests, seeds=[0, 1, 2]) == unmerged.act_batch(requests, seeds=[0, 1, 2])
+    assert list(merged._weights) == [NO_ADAPTER, "cap-b"]  # a fixed policy merges its one adapter only
+
+
+def test_an_adapter_for_another_base_model_is_one_clear_error(registry, tmp_path):
+    from trace_gym.route.policy import AdapterError
+
+    other, _ = tiny_test_model(seed=0, hidden_size=48)
+    peft.get_peft_model(other, peft.LoraConfig(r=2, target_modules="all-linear")).save_pretrained(str(tmp_path / "wide"))
+    (tmp_path / "manifest.json").write_text(json.dumps({"adapters": [{"name": "wide", "path": "wide", "base_model": "other"}]}))
+    model, tok = tiny_test_model(seed=0)
+    with pytest.raises(AdapterError, match="adapter 'wide' .* does not fit the base model") as info:
+        AdapterPolicy(HFPolicy(model, tok, greedy=True), AdapterRegistry(tmp_path / "manifest.json"))
+    assert "\n" not in str(info.value)
+
+
+def test_routed_policy_names_the_requests_past_the_context_in_its_own_order(registry):
+    from trace_gym.policies.base import ContextExceeded
+
+    pol = RoutedPolicy(_policy(registry), KeywordRouter([("refund", "cap-a"), ("flight", "cap-b")]))
+    limit = pol.adapters.base.model.config.max_position_embeddings
+    huge = "word " * (limit + 10)
+    requests = [([{"role": "user", "content": "flight " + huge}], []), ([{"role": "user", "content": "refund"}], []),
+                ([{"role": "user", "content": "refund " + huge}], []), ([{"role": "user", "content": "hi"}], [])]
+    with pytest.raises(ContextExceeded) as info:
+        pol.act_batch(requests, seeds=[0, 1, 2, 3])
+    assert info.value.rows == [0, 2] and all(n >= limit for n in info.value.lengths)
+
+
+def test_base_weights_are_in_place_only_inside_base_weights(registry):
+    pol = _policy(registry)
+    pol.use(NO_ADAPTER)
+    base = _logits(pol)
+    pol.use("cap-a")
+    adapted = _logits(pol)
+    with pol.base_weights():
+        assert torch.equal(_logits(pol), base)
+    assert torch.equal(_logits(pol), adapted) and pol.active == "cap-a"

@@ -8,6 +8,8 @@
   (``options={"hint": True}``), reported as ``hint_shown`` with the hint-free
   opening in ``prompt_messages_without_hint``, like the capability envs.
 * ``trace-test/train-constant-v0`` — every episode scores 0.5 (constant groups).
+* ``trace-test/train-spread-v0`` — one agent turn scored by a digest of its text (groups that differ
+  even when every answer is cut at the same length).
 """
 
 from __future__ import annotations
@@ -86,10 +88,20 @@ class ConstantEnv(SingleTurnEnv):
         return 0.5, {}
 
 
+class SpreadEnv(SingleTurnEnv):
+    """Rewards that differ within a group even when every answer is long: a digest of the answer's text."""
+
+    def _evaluate(self) -> tuple[float, dict[str, Any]]:
+        replies = [m for m in self.transcript() if m["role"] == "assistant"]
+        text = (replies[-1].get("content") or "") if replies else ""
+        return sum(text.encode()) % 5 / 4, {}
+
+
 IDS = {
     "trace-test/train-single-v0": "tests.train.envs:SingleTurnEnv",
     "trace-test/train-multi-v0": "tests.train.envs:MultiTurnEnv",
     "trace-test/train-constant-v0": "tests.train.envs:ConstantEnv",
+    "trace-test/train-spread-v0": "tests.train.envs:SpreadEnv",
 }
 for _id, _entry in IDS.items():
     if _id not in gym.registry:

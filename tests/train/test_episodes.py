@@ -139,3 +139,26 @@ def test_truncate_ends_the_episode_once(toolsandbox_data):
         env.truncate()
     with pytest.raises(RuntimeError, match="finished episode"):
         env.step("hello")
+
+
+def test_an_episode_that_fills_the_context_ends_truncated_and_turns_ask_for_no_more_than_the_room(tokenizer):
+    renderer = ChatRenderer(tokenizer)
+    inner = scripted_generate(tokenizer, ["word " * 30])
+    asked: list = []
+
+    def gen(prompts, max_new_tokens):
+        limits = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
+        asked.append([(len(p), n) for p, n in zip(prompts, limits, strict=True)])
+        return inner(prompts, max_new_tokens)
+
+    env = gym.make("trace-test/train-multi-v0", disable_env_checker=True)
+    _, info = env.reset(seed=1)
+    prompt = len(renderer.prompt_ids(info["messages"], info["tools"]))
+    context = prompt + 40  # the first turn fits; its reply fills the rest
+    eps = run_token_episodes(_factory("trace-test/train-multi-v0"), [EpisodeRequest(1), EpisodeRequest(2)], renderer, gen,
+                             stop_texts=[tokenizer.eos_token], max_new_tokens_per_turn=64, max_completion_length=4096,
+                             context=context)
+    assert all(ep.truncated and ep.termination_reason == "context_length" for ep in eps)
+    assert all(len(ep.prompt_ids) + len(ep.completion_ids) >= context for ep in eps)
+    assert all(0 < n <= min(64, context - length) for turn in asked for length, n in turn)
+    assert len(asked) == 1 and asked[0][0][1] == 40  # one turn, asked for no more than its room

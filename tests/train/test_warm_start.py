@@ -173,7 +173,7 @@ def test_warm_start_errors_are_clear(toolsandbox_data, tmp_path, capsys):
     assert main(["sft", "--model", "tiny", "--out", str(tmp_path / "a")]) == 2
     assert "missing --sft-envs" in capsys.readouterr().err
     assert main(["sft", "--model", "tiny", "--out", str(tmp_path / "a"), "--sft-envs", DEMO_ENV, "--resume"]) == 2
-    assert "not checkpointed" in capsys.readouterr().err
+    assert "no warm-start checkpoint" in capsys.readouterr().err
     assert main(["sft", "--model", "tiny", "--out", str(tmp_path / "a"), "--sft-envs", "trace/toolsandbox-v0"]) == 2
     assert "no reference solution" in capsys.readouterr().err
     assert main(["sft", "--model", "tiny", "--out", str(tmp_path / "a"), "--sft-envs", "nope/x-v0"]) == 2

@@ -3,13 +3,16 @@
 Specs are found in the repository's ``envs/`` folder (shipped inside the package as
 ``trace_gym/starter_envs``, a link to it in the repository, so an installed wheel has
 the starter library too) and in any folder listed in ``TRACE_GYM_ENVS_DIR``
-(``os.pathsep``-separated).  Only file names and the ``title`` and ``domain`` lines are read here, so
-importing this module stays cheap; each spec is parsed and validated when its
-environment is made.
+(``os.pathsep``-separated).  Of the shipped specs only file names and the ``title`` and
+``domain`` lines are read here, so importing this module stays cheap; a spec in a
+``TRACE_GYM_ENVS_DIR`` folder is also checked against the schema (no domain data is
+read: :func:`~trace_gym.capabilities.spec.check_spec_file`).  Each spec is fully
+validated when its environment is made.
 
-A file that cannot be a spec — over the size limit, not UTF-8, unreadable — is
-skipped with a :class:`SpecFileWarning` that names it, so one bad file never breaks
-``import trace_gym``.  Two different files with the same name (``cap-x.yaml`` in two
+A file that cannot be a spec — over the size limit, not UTF-8, unreadable, or (in a
+``TRACE_GYM_ENVS_DIR`` folder) not valid against the schema — is skipped with a
+:class:`SpecFileWarning` that names it, so one bad file never breaks ``import trace_gym``
+and ``trace-gym envs`` never lists an env that cannot be made.  Two different files with the same name (``cap-x.yaml`` in two
 folders) would register one id twice: registration refuses that with an error naming
 both (:class:`trace_gym.registration.DuplicateEnvError`).
 """
@@ -36,10 +39,14 @@ class SpecFileWarning(UserWarning):
     """A file in a spec folder was skipped (its name and the reason are in the message)."""
 
 
+def _shipped_dirs() -> list[Path]:
+    here = Path(__file__).resolve()
+    return [here.parents[2] / "envs", here.parents[1] / "starter_envs"]
+
+
 def spec_dirs() -> list[Path]:
     """Folders searched for spec files, in order."""
-    here = Path(__file__).resolve()
-    dirs = [here.parents[2] / "envs", here.parents[1] / "starter_envs"]
+    dirs = _shipped_dirs()
     for extra in os.environ.get("TRACE_GYM_ENVS_DIR", "").split(os.pathsep):
         if extra.strip():
             dirs.append(Path(extra).expanduser())
@@ -66,9 +73,16 @@ def _candidates() -> list[Path]:
     return out
 
 
-def _read(path: Path) -> str | None:
+def _read(path: Path, shipped: set[Path]) -> str | None:
+    """The spec's text, or None (with a warning) when it cannot be one; a spec outside the shipped
+    folders is checked against the schema too (the shipped ones are checked by the test suite)."""
     try:
-        return read_spec_text(path)
+        text = read_spec_text(path)
+        if path.resolve().parent not in shipped:
+            from .spec import check_spec_file  # the JSON-Schema engine: only for a user's spec folder
+
+            check_spec_file(path, text)
+        return text
     except SpecError as exc:
         warnings.warn(f"spec file skipped: {exc}", SpecFileWarning, stacklevel=2)
         return None
@@ -85,8 +99,9 @@ def _description(text: str) -> str:
 
 def _entries() -> list[EnvEntry]:
     out = []
+    shipped = {d.resolve() for d in _shipped_dirs() if d.is_dir()}
     for p in _candidates():
-        text = _read(p)
+        text = _read(p, shipped)
         if text is not None:
             domain = _DOMAIN.search(text[:4000]) or _JSON_DOMAIN.search(text[:4000])
             out.append(EnvEntry(id=f"trace/{p.stem}-v0", entry_point="trace_gym.capabilities.env:CapabilityEnv",

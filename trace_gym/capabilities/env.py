@@ -83,7 +83,8 @@ class CapabilityEnv(ToolEnv):
         self.knob_values = self.cap_spec.knobs(difficulty)
         self._fixed_max_steps = max_steps
         steps = max_steps if max_steps is not None else int(resolve_number(self.cap_spec.data.get("max_steps", 30), self.knob_values))
-        super().__init__(max_steps=max(1, steps), render_mode=render_mode, **kwargs)
+        # a step limit given here is checked by ToolEnv (>= 1); the spec's own is at least 1
+        super().__init__(max_steps=steps if max_steps is not None else max(1, steps), render_mode=render_mode, **kwargs)
         if hint_fraction is not None and not 0.0 <= hint_fraction <= 1.0:
             raise ValueError(f"hint_fraction must be in [0, 1], got {hint_fraction}")
         self._fixed_hint_fraction = hint_fraction

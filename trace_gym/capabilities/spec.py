@@ -25,10 +25,10 @@ import jsonschema
 
 from .domains import get_domain
 from .matchers import matcher_problem
-from .specfile import SpecError, check_shape, read_spec_document
+from .specfile import SpecError, check_shape, parse_spec_text, read_spec_document, read_spec_text
 from .templating import FILTERS, placeholders
 
-__all__ = ["SpecError", "CapabilitySpec", "load_spec", "parse_spec", "SCHEMA_PATH", "schema", "READ_TOOLS", "WRITE_TOOLS"]
+__all__ = ["SpecError", "CapabilitySpec", "load_spec", "parse_spec", "check_schema", "check_spec_file", "SCHEMA_PATH", "schema", "READ_TOOLS", "WRITE_TOOLS"]
 
 SCHEMA_PATH = Path(__file__).with_name("schema") / "capability_env.schema.json"
 TABLES = {"retail": ("users", "orders", "products"), "airline": ("users", "reservations", "flights")}
@@ -155,13 +155,34 @@ def load_spec(path: str | Path) -> CapabilitySpec:
     if not p.is_file():
         raise SpecError(str(p), "", "an existing .yaml, .yml or .json file")
     spec = parse_spec(read_spec_document(p), str(p))
-    if p.stem != spec.id and not p.stem.startswith(spec.id + "."):
-        raise SpecError(str(p), "id", f"the file name without extension ({p.stem!r}, or {p.stem!r} starting with the id and a dot), got {spec.id!r}")
+    _check_file_name(p, spec.id)
     return spec
+
+
+def check_spec_file(path: str | Path, text: str | None = None) -> None:
+    """The cheap checks of one spec file (``text``: its contents, when already read): the reading
+    limits, the JSON Schema and the id against the file name, without reading any domain data
+    (:func:`load_spec` adds the checks that need the domain).  Raises :class:`SpecError`."""
+    p = Path(path)
+    doc = parse_spec_text(read_spec_text(p) if text is None else text, str(p), json_syntax=p.suffix == ".json")
+    check_schema(doc, str(p))
+    _check_file_name(p, doc["id"])
+
+
+def _check_file_name(p: Path, spec_id: str) -> None:
+    if p.stem != spec_id and not p.stem.startswith(spec_id + "."):
+        raise SpecError(str(p), "id", f"the file name without extension ({p.stem!r}, or {p.stem!r} starting with the id and a dot), got {spec_id!r}")
 
 
 def parse_spec(doc: Any, source: str = "<spec>") -> CapabilitySpec:
     """Validate an already-parsed document (schema, then the semantic checks)."""
+    check_schema(doc, source)
+    _check(doc, source)
+    return CapabilitySpec(doc, source, list(doc["tools"]))
+
+
+def check_schema(doc: Any, source: str = "<spec>") -> None:
+    """The document's shape, plain finite values and the JSON Schema (no domain data is read)."""
     if not isinstance(doc, dict):
         raise SpecError(source, "", f"a mapping at the top level, got {type(doc).__name__}")
     check_shape(doc, source)
@@ -178,8 +199,6 @@ def parse_spec(doc: Any, source: str = "<spec>") -> CapabilitySpec:
         expected = err.schema.get("description") if isinstance(err.schema, dict) else None
         msg = err.message + (f" (expected: {expected})" if expected else "")
         raise SpecError(source, _where(err.absolute_path), msg)
-    _check(doc, source)
-    return CapabilitySpec(doc, source, list(doc["tools"]))
 
 
 def _check_values(doc: Any, src: str) -> None:

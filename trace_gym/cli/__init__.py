@@ -10,12 +10,16 @@ those, argparse errors and any other exception into one ``error: ...`` line on s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import NoReturn
 
-__all__ = ["main", "COMMANDS", "CommandError", "UsageError"]
+__all__ = ["main", "COMMANDS", "CommandError", "UsageError", "MAX_EPISODES", "check_count", "input_file",
+           "check_policy_file", "writable_output", "removing_empty_output"]
 
 COMMANDS = [
     "trace_gym.cli.envs",
@@ -46,6 +50,89 @@ class UsageError(CommandError):
 
     def __init__(self, message: str):
         super().__init__(message, code=2)
+
+
+# The most episodes (seeds, trials x tasks, samples x seeds) one command plans: a larger number is a typo,
+# and planning it would exhaust memory before the first episode.
+MAX_EPISODES = 1_000_000
+
+
+def check_count(flag: str, value: int | None, low: int = 1, high: int = MAX_EPISODES) -> None:
+    """Refuse ``value`` outside ``[low, high]`` for ``flag`` (``None``: not given, accepted)."""
+    if value is None:
+        return
+    if value < low:
+        raise UsageError(f"{flag} must be >= {low}, got {value}")
+    if value > high:
+        raise UsageError(f"{flag} must be <= {high:,}, got {value:,}")
+
+
+def input_file(path: str | os.PathLike[str], what: str, hint: str = "") -> Path:
+    """``path`` when it is an existing file, else a :class:`UsageError` that says what is there instead
+    (``hint`` is added to a missing file's message, e.g. which command writes one)."""
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{path}: expected the {what}, got a folder")
+    if not p.exists():
+        raise UsageError(f"{what} not found: {path}{hint}")
+    return p
+
+
+def check_policy_file(spec: str) -> None:
+    """A ``scripted:FILE`` policy spec whose FILE is missing or a folder: one clear :class:`UsageError`."""
+    kind, sep, rest = spec.partition(":")
+    if sep and kind == "scripted" and rest != "-":
+        input_file(rest, "action script")
+
+
+def writable_output(path: str | os.PathLike[str], flag: str) -> Path:
+    """Check, before a long run, that ``path`` can be written: a scratch file is made and removed in its
+    nearest existing folder, nothing else is created.  A :class:`CommandError` names the path as given."""
+    import tempfile
+
+    p = Path(path)
+    if p.is_dir():
+        raise CommandError(f"cannot write {flag} {path}: it is a folder")
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    try:
+        if p.exists() and not os.access(p, os.W_OK):
+            raise PermissionError(13, "permission denied")
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as exc:
+        raise CommandError(f"cannot write {flag} {path}: {exc.strerror or exc}") from None
+    return p
+
+
+@contextlib.contextmanager
+def removing_empty_output(path: str | os.PathLike[str] | None) -> Iterator[None]:
+    """On a failure, remove the folder ``path`` (and parents the command created) when the command
+    created it and it holds no file: a failed run leaves no empty output folder behind."""
+    if not path:
+        yield
+        return
+    out = Path(path).absolute()
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        yield
+    except BaseException:
+        if existing != out:
+            _remove_empty_tree(out, stop=existing)
+        raise
+
+
+def _remove_empty_tree(folder: Path, stop: Path) -> None:
+    if not folder.is_dir() or any(p.is_file() or p.is_symlink() for p in folder.rglob("*")):
+        return
+    for sub in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        sub.rmdir()
+    while folder != stop and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent
 
 
 class _Parser(argparse.ArgumentParser):

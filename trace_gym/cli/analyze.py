@@ -52,17 +52,17 @@ def _run(args: argparse.Namespace) -> int:
     from trace_gym.analysis.pipeline import items_from_trajectories, run_analysis
     from trace_gym.analysis.report import capabilities_table, plot_capabilities
     from trace_gym.analysis.taxonomy import TAXONOMY
+    from trace_gym.cli import UsageError, check_count, input_file
     from trace_gym.io import atomic_write_json
     from trace_gym.rollout import TrajectoryStore
 
     console = Console()
-    runs = args.runs or (1 if args.labeler == "offline" else 10)
-    k = args.k or max(1, round(0.8 * runs))
+    check_count("--runs", args.runs, high=1000)
+    runs = args.runs if args.runs is not None else (1 if args.labeler == "offline" else 10)
+    check_count("--k", args.k, high=runs)
+    k = args.k if args.k is not None else max(1, round(0.8 * runs))
     thresholds = Thresholds(rho=args.rho, delta=args.delta, k=k, success=args.success)
-    from trace_gym.cli import UsageError
-
-    if not Path(args.trajectories).is_file():
-        raise UsageError(f"{args.trajectories}: no such trajectory file (write one with `trace-gym rollout`)")
+    input_file(args.trajectories, "trajectory file", " (write one with `trace-gym rollout`)")
     trajs = list(TrajectoryStore(args.trajectories).load())
     if not trajs:
         raise UsageError(f"{args.trajectories}: no trajectories")

@@ -35,14 +35,27 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _seeds(text: str) -> list[int]:
+    from trace_gym.cli import check_count
+
     if text.strip().isdigit():
         n = int(text)
-        if n < 1:
-            raise ValueError("--seeds must be at least 1")
+        check_count("--seeds", n)
         return list(range(n))
     from .rollout import parse_seeds
 
     return parse_seeds(text)
+
+
+def parse_band(text: str) -> tuple[float, float]:
+    """``--band LO,HI`` as two numbers with ``0 <= LO <= HI <= 1``."""
+    lo, sep, hi = text.partition(",")
+    try:
+        band = (float(lo), float(hi))
+    except ValueError:
+        band = None
+    if not sep or band is None or not 0.0 <= band[0] <= band[1] <= 1.0:
+        raise ValueError(f"--band expects LO,HI: two mean rewards with 0 <= LO <= HI <= 1, got {text!r}")
+    return band
 
 
 def parse_knobs(items: list[str] | None) -> dict[str, float]:
@@ -52,7 +65,10 @@ def parse_knobs(items: list[str] | None) -> dict[str, float]:
         key, sep, val = item.partition("=")
         if not sep:
             raise ValueError(f"--difficulty expects KNOB=VALUE, got {item!r}")
-        out[key.strip()] = float(val) if "." in val else int(val)
+        try:
+            out[key.strip()] = float(val) if "." in val else int(val)
+        except ValueError:
+            raise ValueError(f"--difficulty {key.strip()}: {val!r} is not a number") from None
     return out
 
 
@@ -61,21 +77,26 @@ def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from trace_gym.capabilities.calibrate import calibrate, make_policy, tune
-    from trace_gym.cli import CommandError, UsageError
+    from trace_gym.cli import MAX_EPISODES, CommandError, UsageError, check_count, check_policy_file, writable_output
     from trace_gym.io import atomic_write_text
     from trace_gym.progress import reporting
 
     err = Console(stderr=True, soft_wrap=True)
+    check_count("--samples", args.samples)
+    check_count("--max-rounds", args.max_rounds, low=0)
+    check_count("--batch-size", args.batch_size)
+    check_policy_file(args.policy)
     try:
         seeds = _seeds(args.seeds)
         knobs = parse_knobs(args.difficulty)
-        lo, _, hi = args.band.partition(",")
-        band = (float(lo), float(hi))
+        band = parse_band(args.band)
         policy = make_policy(args.policy, temperature=args.temperature, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)
     except (ValueError, TypeError) as exc:
         raise UsageError(str(exc)) from None
-    if args.samples < 1:
-        raise UsageError("--samples must be at least 1")
+    check_count("--seeds x --samples", len(seeds) * args.samples, high=MAX_EPISODES)
+    for flag, path in (("--json-out", args.json_out), ("--out", args.out if args.tune else None)):
+        if path:  # an unwritable output fails now, not after the episodes
+            writable_output(path, flag)
     with reporting(err, enabled=not args.no_progress):  # calibrate() shows its progress line on stderr
         try:
             if args.tune:

@@ -83,18 +83,27 @@ def _check_keys(flag: str, given: dict[str, Any]) -> None:
         raise ValueError(f"{flag}: unknown key(s) {unknown}; known: {', '.join(known)}")
 
 
+def _first_line(exc: Exception) -> str:
+    return next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+
+
 def build_config(args: argparse.Namespace):
     """The :class:`~trace_gym.compare.pipeline.CompareConfig` the flags describe (run by :mod:`trace_gym.pipeline`)."""
     import yaml
 
+    from trace_gym.cli import input_file
     from trace_gym.compare.pipeline import CompareConfig
 
     data: dict[str, Any] = {}
     if args.config:
-        text = Path(args.config).read_text(encoding="utf-8")
-        data = json.loads(text) if args.config.endswith(".json") else (yaml.safe_load(text) or {})
+        try:
+            text = input_file(args.config, "config file").read_text(encoding="utf-8")
+            data = json.loads(text) if args.config.endswith(".json") else (yaml.safe_load(text) or {})
+        except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise ValueError(f"--config {args.config}: not valid {'JSON' if args.config.endswith('.json') else 'YAML'}: "
+                             f"{_first_line(exc)}") from None
         if not isinstance(data, dict):
-            raise ValueError(f"{args.config}: expected a mapping of config fields")
+            raise ValueError(f"--config {args.config}: expected a mapping of config fields")
     simple = {"target": args.target, "model": args.model, "budget": args.budget, "trials": args.trials, "out": args.out,
               "n_train_tasks": args.n_train_tasks, "n_test_tasks": args.n_test_tasks, "seed": args.seed,
               "eval_seed": args.eval_seed, "survey_tasks": args.survey_tasks, "reflection": args.reflection,
@@ -138,6 +147,7 @@ def _run(args: argparse.Namespace) -> int:
         err.print(f"[red]error:[/red] {exc}")
         return 2
 
+    from trace_gym.cli import removing_empty_output
     from trace_gym.compare.pipeline import run_compare, run_scaling
     from trace_gym.compare.report import rich_scores_table, rich_table
     from trace_gym.progress import reporting
@@ -146,7 +156,8 @@ def _run(args: argparse.Namespace) -> int:
         err.print(f"[dim]{msg}[/dim]")
 
     try:
-        with reporting(err):  # every stage that plays episodes or trains shows a progress line on stderr
+        # every stage that plays episodes or trains shows a progress line on stderr
+        with removing_empty_output(cfg.out), reporting(err):
             doc = run_scaling(cfg, budgets, log=log) if budgets else run_compare(cfg, log=log)
         if budgets:
             for run in doc["runs"]:

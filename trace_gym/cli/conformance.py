@@ -14,15 +14,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from trace_gym.cli import CommandError, input_file
 
-    from trace_gym.cli import UsageError
-
-    missing = [f for f in args.files if not Path(f).is_file()]
-    if missing:
-        raise UsageError(f"no such corpus file(s): {', '.join(missing)}")
+    for f in args.files:
+        input_file(f, "corpus file")
     if args.suite == "tau2":
-        from trace_gym.tau2.conformance import run_conformance
+        from trace_gym.tau2.conformance import CorpusFileError, check_corpus_file, run_conformance
+
+        try:  # a file that is not a corpus is an error, not a disagreement
+            for f in args.files:
+                check_corpus_file(f)
+        except (CorpusFileError, OSError) as exc:
+            raise CommandError(str(exc)) from None
     else:
         from trace_gym.toolsandbox.conformance import run_conformance
     return run_conformance(args.files, verbose=args.verbose)

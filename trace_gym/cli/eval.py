@@ -58,10 +58,14 @@ def _run(args: argparse.Namespace) -> int:
     from trace_gym.progress import reporting
 
     console = Console()
-    from trace_gym.cli import UsageError
+    from trace_gym.cli import MAX_EPISODES, UsageError, check_count, check_policy_file
 
-    if args.trials < 1:
-        raise UsageError(f"--trials must be >= 1, got {args.trials}")
+    check_count("--trials", args.trials)
+    check_count("--limit", args.limit)
+    check_count("--batch-size", args.batch_size)
+    check_count("--seed", args.seed, low=0, high=2**32 - 1)
+    for spec in args.policy:
+        check_policy_file(spec)
     try:
         env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else None
     except json.JSONDecodeError as exc:
@@ -69,8 +73,12 @@ def _run(args: argparse.Namespace) -> int:
     if env_kwargs is not None and not isinstance(env_kwargs, dict):
         raise UsageError("--env-kwargs must be a JSON object of gym.make keyword arguments")
     tasks = args.tasks.split(",") if args.tasks else default_tasks(args.env, args.split, env_kwargs)
-    if args.limit:
+    if args.limit is not None:
         tasks = tasks[: args.limit]
+    planned = args.trials * len(tasks) * len(args.policy)
+    if planned > MAX_EPISODES:
+        raise UsageError(f"{args.trials} trials x {len(tasks)} tasks x {len(args.policy)} policies is {planned:,} episodes, "
+                         f"more than one command plays (at most {MAX_EPISODES:,}); split the run")
     exclude = [g for g in (args.exclude_groups or "").split(",") if g]
     if args.exclude_refusal_credited:
         from trace_gym.eval.floor import refusal_credited_groups

@@ -80,17 +80,20 @@ def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     import trace_gym  # noqa: F401  (registers the trace/* ids)
-    from trace_gym.cli import CommandError, UsageError
+    from trace_gym.cli import CommandError, UsageError, check_count, input_file
     from trace_gym.policies.scripted import load_actions
     from trace_gym.render import message_panel
 
     console = Console()
     err = Console(stderr=True, soft_wrap=True)
+    check_count("--seed", args.seed, low=0, high=2**64 - 1)  # NumPy's seed range
     try:
         options = parse_options(args.option)
         env_kwargs = parse_options(args.env_arg, "--env-arg")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.actions and args.actions != "-":
+        input_file(args.actions, "action script")
     try:
         actions = iter(load_actions(args.actions)) if args.actions else _interactive_actions()
     except (FileNotFoundError, OSError, UnicodeDecodeError) as exc:
@@ -106,7 +109,7 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
         try:
             _, info = env.reset(seed=args.seed, options=options or None)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, gym.error.Error) as exc:
             raise UsageError(f"reset failed: {exc}") from None
         shown = 0
 

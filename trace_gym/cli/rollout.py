@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from typing import Any
+
+from trace_gym.cli import MAX_EPISODES
 
 __all__ = ["register", "parse_seeds"]
 
 
-def parse_seeds(text: str) -> list[int]:
-    """``"0-9"``, ``"3"``, ``"0,2,5-7"`` to a list of seeds (in order, without repeats)."""
+def parse_seeds(text: str, limit: int = MAX_EPISODES) -> list[int]:
+    """``"0-9"``, ``"3"``, ``"0,2,5-7"`` to a list of seeds (in order, without repeats); more than
+    ``limit`` seeds is refused before any list is built."""
     seeds: list[int] = []
     for part in text.split(","):
         part = part.strip()
@@ -23,11 +25,13 @@ def parse_seeds(text: str) -> list[int]:
                 a, b = int(lo), int(hi)
                 if b < a:
                     raise ValueError
-                seeds.extend(range(a, b + 1))
             else:
-                seeds.append(int(part))
+                a = b = int(part)
         except ValueError:
             raise ValueError(f"bad seed range {part!r}: use N, A-B (A <= B) or a comma-separated mix") from None
+        if len(seeds) + (b - a + 1) > limit:
+            raise ValueError(f"--seeds {text} holds more than {limit:,} seeds, more than one command plays; split the run")
+        seeds.extend(range(a, b + 1))
     if not seeds:
         raise ValueError(f"no seeds in {text!r}")
     return list(dict.fromkeys(seeds))
@@ -57,7 +61,7 @@ def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     import trace_gym  # noqa: F401  (registers the trace/* ids)
-    from trace_gym.cli import CommandError, UsageError
+    from trace_gym.cli import CommandError, UsageError, check_count, check_policy_file, writable_output
     from trace_gym.cli.play import check_reset_options, parse_options
     from trace_gym.policies import PolicyError, policy_from_spec
     from trace_gym.progress import reporting, track
@@ -68,10 +72,10 @@ def _run(args: argparse.Namespace) -> int:
         seeds = parse_seeds(args.seeds)
         options = parse_options(args.option) or None
         env_kwargs = parse_options(args.env_arg, "--env-arg")
-        if args.batch_size < 1:
-            raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    check_count("--batch-size", args.batch_size)
+    check_policy_file(args.policy)
     policy_opts: dict[str, Any] = {
         "max_new_tokens": args.max_new_tokens,
         "temperature": args.temperature,
@@ -100,13 +104,8 @@ def _run(args: argparse.Namespace) -> int:
         check_reset_options(args.env_id, options or {})
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    writable_output(args.out, "--out")  # an unwritable --out fails now, not after the first episode
     store = TrajectoryStore(args.out)
-    try:  # an unwritable --out fails now, not after the first episode
-        store.path.parent.mkdir(parents=True, exist_ok=True)
-        if not os.access(store.path.parent, os.W_OK) or (store.path.exists() and not os.access(store.path, os.W_OK)):
-            raise PermissionError(f"{args.out} is not writable")
-    except OSError as exc:
-        raise CommandError(f"cannot write {args.out}: {exc.strerror or exc}") from None
     try:
         stored = len(store) if store.path.exists() else 0
     except TrajectoryStoreError as exc:

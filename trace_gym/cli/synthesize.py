@@ -39,13 +39,12 @@ def _run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from trace_gym.analysis.pipeline import load_capabilities
-    from trace_gym.cli import UsageError
+    from trace_gym.cli import UsageError, input_file
     from trace_gym.synthesis import synthesize
     from trace_gym.synthesis.register import register_spec_files
 
     console = Console()
-    if not Path(args.capabilities).is_file():
-        raise UsageError(f"{args.capabilities}: no such file (write one with `trace-gym analyze`)")
+    input_file(args.capabilities, "capabilities file", " (write one with `trace-gym analyze`)")
     try:
         doc = load_capabilities(args.capabilities)
     except (ValueError, KeyError, TypeError) as exc:

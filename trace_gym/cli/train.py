@@ -3,11 +3,13 @@
     trace-gym train --env trace/cap-refund-policy-v0 --model smollm2 --out adapters/refund \\
         [--config train.yaml] [--set num_generations=8 --set lora_r=16 ...] [--resume]
     trace-gym train ... --warm-start [--sft-envs trace/cap-ts-state-dependency-v0,...] [--sft-seeds 32]
-    trace-gym sft --sft-envs trace/cap-ts-state-dependency-v0,... --model smollm2 --out adapters/format
+    trace-gym sft --sft-envs trace/cap-ts-state-dependency-v0,... --model smollm2 --out adapters/format \
+        [--save-steps 4] [--resume]
 
 ``--warm-start`` first fine-tunes the LoRA adapter on reference episodes (SFT, into
 ``OUT/warm_start/``), then runs GRPO from it; ``trace-gym sft`` runs only the warm start
-(``--init-adapter`` then starts a GRPO run from it).
+(``--init-adapter`` then starts a GRPO run from it).  Both checkpoint every ``--save-steps``
+steps under ``OUT/checkpoints`` and continue exactly from the newest one with ``--resume``.
 
 Settings are taken, in order, from the defaults (TRACE's recipe), ``--config``
 (YAML or JSON), the dedicated flags, then ``--set name=value`` (any field of
@@ -114,8 +116,11 @@ def build_config(args: argparse.Namespace) -> Any:
 
 def _prepare(args: argparse.Namespace) -> Any:
     """The resolved config, or an exit code (imports failed, --print-config done)."""
+    from trace_gym.cli import UsageError, input_file
     from trace_gym.train.config import ConfigError
 
+    if args.config:
+        input_file(args.config, "config file")
     for mod in args.imports:
         try:
             importlib.import_module(mod)
@@ -125,8 +130,6 @@ def _prepare(args: argparse.Namespace) -> Any:
     try:
         cfg = build_config(args)
     except ConfigError as exc:
-        from trace_gym.cli import UsageError
-
         raise UsageError(str(exc)) from None
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2))
@@ -156,9 +159,6 @@ def run_sft(args: argparse.Namespace) -> int:
     cfg = _prepare(args)
     if isinstance(cfg, int):
         return cfg
-    if args.resume:
-        print("error: a warm start is not checkpointed (it is short): run it again without --resume", file=sys.stderr)
-        return 2
     missing = [flag for flag, value in (("--model", cfg.model), ("--out", cfg.out)) if not value]
     if not (cfg.sft_envs or cfg.env_id):
         missing.append("--sft-envs (or --env)")
@@ -172,8 +172,11 @@ def run_sft(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"error: training needs the train extra (pip install 'trace-gym[train]'): {exc}", file=sys.stderr)
         return 2
+    from trace_gym.cli import removing_empty_output
+
     try:
-        result = warm_start(cfg)
+        with removing_empty_output(cfg.out):
+            result = warm_start(cfg, resume=args.resume)
     except (FileNotFoundError, ConfigError, NoReferenceError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -210,8 +213,11 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"error: training needs the train extra (pip install 'trace-gym[train]'): {exc}", file=sys.stderr)
         return 2
+    from trace_gym.cli import removing_empty_output
+
     try:
-        result = train_with_warm_start(cfg, resume=args.resume) if warm else train(cfg, resume=args.resume)
+        with removing_empty_output(cfg.out):
+            result = train_with_warm_start(cfg, resume=args.resume) if warm else train(cfg, resume=args.resume)
     except (FileNotFoundError, ConfigError, NoReferenceError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

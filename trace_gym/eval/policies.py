@@ -51,7 +51,7 @@ def resolve_policy(spec: str, *, model: str = "smollm2", adapters: str | Path = 
         elif router == "classifier":
             from ..route.classifier import ClassifierRouter
 
-            r = ClassifierRouter(base.model, base.tokenizer, retrieval=retrieval)
+            r = ClassifierRouter(base.model, base.tokenizer, retrieval=retrieval, base_weights=pol.base_weights)
         else:
             raise ValueError(f"unknown router {router!r}; expected 'retrieval' or 'classifier'")
         by_cap = registry.by_capability()

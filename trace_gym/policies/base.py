@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Policy", "PolicyError", "Request", "act_batch", "reset_policy"]
+__all__ = ["ContextExceeded", "Policy", "PolicyError", "Request", "act_batch", "reset_policy"]
 
 Request = tuple[list[dict[str, Any]], list[dict[str, Any]]]
 """One policy query: ``(messages, tools)``."""
@@ -20,6 +20,21 @@ Request = tuple[list[dict[str, Any]], list[dict[str, Any]]]
 
 class PolicyError(RuntimeError):
     """A policy could not produce an action (script exhausted, server unreachable, ...)."""
+
+
+class ContextExceeded(PolicyError):
+    """Some requests' prompts leave no room in the model's context for another token.
+
+    :attr:`rows` are their indices in the batch that was asked for (nothing was generated
+    for any row); :attr:`lengths` their prompt lengths and :attr:`limit` the context.
+    A rollout ends those episodes as truncated and goes on with the others.
+    """
+
+    def __init__(self, message: str, rows: Sequence[int], lengths: Sequence[int], limit: int):
+        super().__init__(message)
+        self.rows = list(rows)
+        self.lengths = list(lengths)
+        self.limit = int(limit)
 
 
 @runtime_checkable
@@ -35,6 +50,11 @@ class Policy(Protocol):
       episode seed);
     * ``batchable = False`` says the policy keeps per-episode state and cannot play
       several episodes in lock step.
+
+    Errors: :class:`PolicyError` when no action can be produced (the rollout stops);
+    :class:`ContextExceeded` (a ``PolicyError``) when some requests no longer fit the
+    model's context: it names them, nothing was generated, and a rollout ends just those
+    episodes as truncated (termination reason ``context_length``) and asks again for the rest.
     """
 
     policy_id: str

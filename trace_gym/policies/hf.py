@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .base import PolicyError, Request
+from .base import ContextExceeded, PolicyError, Request
+from .decoding import DecodeStats, StopRule, context_limit, decode_rows, pick_tokens
 from .hf_models import (
     SMOLLM2_GGUF,
     ModelUnavailableError,
@@ -35,11 +36,13 @@ from .hf_models import (
     smollm2_gguf_path,
     tiny_test_model,
 )
-from .prefix_cache import PrefixKVCache, forward_kwargs, stack_prefixes
+from .prefix_cache import PrefixKVCache, forward_kwargs
 from .prompting import (
     TOOL_FORMATS,
     TOOL_LISTINGS,
+    action_stop_strings,
     compact_tool_line,
+    end_of_turn,
     native_tools,
     render_chat,
     resolve_tool_format,
@@ -68,6 +71,17 @@ __all__ = [
 SMALL_MODEL_SAMPLING = {"temperature": 0.7, "top_p": 0.9}
 
 
+def end_of_turn_ids(tokenizer: Any) -> set[int]:
+    """The special token the chat template closes an assistant turn with (empty when it has none)."""
+    try:
+        text = end_of_turn(tokenizer)
+    except Exception:  # a template that cannot render the probe has no marker to find
+        return set()
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    return {int(ids[0])} if ids and ids[0] in special else set()
+
+
 # ----------------------------------------------------------------------------- the policy
 class HFPolicy:
     """Generate actions with a ``transformers`` causal LM.
@@ -90,6 +104,17 @@ class HFPolicy:
     ``min_prefix_tokens`` long.  Entries are kept per :attr:`prefix_cache_key` (an
     adapter switcher sets it to the active adapter's name); call
     :meth:`clear_prefix_cache` after changing the weights.
+
+    Generation stops when the action is complete (:attr:`stop_rule`): at an end-of-turn
+    token (the model's end-of-sequence ids and the chat template's end-of-turn marker) or
+    right after a ``stop`` string; by default the call format's closing tag where it ends
+    the action (:func:`~trace_gym.policies.prompting.action_stop_strings`; ``stop=()``
+    turns that off).  A stop string that never appears ends nothing: the turn then runs to
+    an end-of-turn token or ``max_new_tokens``.  ``lookahead`` (0: off) drafts that many tokens
+    per step by prompt lookup and checks them in the same forward
+    (:func:`~trace_gym.policies.decoding.decode_rows`): the tokens are the ones plain decoding
+    picks, several per forward where the action copies from its context.
+    :attr:`decode_stats` counts prefill and decode tokens and seconds.
     """
 
     accepts_seeds = True
@@ -112,6 +137,8 @@ class HFPolicy:
         prefix_cache: bool = True,
         min_prefix_tokens: int = 64,
         max_prefix_caches: int | None = None,
+        stop: Sequence[str] | None = None,
+        lookahead: int = 8,
     ):
         torch, _ = require_transformers()
         if tool_listing not in TOOL_LISTINGS:
@@ -125,6 +152,8 @@ class HFPolicy:
             raise ValueError(f"top_p must be in (0, 1], got {top_p}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0:
+            raise ValueError(f"lookahead must be an int >= 0, got {lookahead!r}")
         self._torch = torch
         self.model = model
         self.tokenizer = tokenizer
@@ -158,6 +187,10 @@ class HFPolicy:
         if not eos:
             raise ValueError("the tokenizer and model define no end-of-sequence token")
         self.eos_token_ids = eos
+        self.stop_rule = StopRule(tokenizer, eos | end_of_turn_ids(tokenizer),
+                                  action_stop_strings(tool_format) if stop is None else tuple(stop))
+        self.lookahead = lookahead
+        self.decode_stats = DecodeStats()
         self.model.eval()
 
     # -- construction ----------------------------------------------------------------
@@ -225,32 +258,33 @@ class HFPolicy:
         if len(seeds) != len(requests):
             raise ValueError(f"{len(seeds)} seeds for {len(requests)} requests")
         prompts = [self.render_prompt(m, t) for m, t in requests]
+        rows = self._encode(prompts)  # every request's fit is checked before any is generated
         out: list[str] = []
         for start in range(0, len(prompts), self.batch_size):
-            out.extend(self.generate(prompts[start : start + self.batch_size], seeds[start : start + self.batch_size]))
+            end = start + self.batch_size
+            out.extend(self._generate_rows(prompts[start:end], rows[start:end], seeds[start:end]))
         return out
+
+    def _encode(self, prompts: Sequence[str]) -> list[list[int]]:
+        """Token ids of ``prompts``; :class:`ContextExceeded` names those that leave no room in the context."""
+        rows = [list(r) for r in self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]]
+        if any(not r for r in rows):
+            raise PolicyError(f"{self.policy_id}: an empty prompt cannot be continued")
+        context = context_limit(self.model)
+        over = [i for i, r in enumerate(rows) if context is not None and len(r) >= context]
+        if over:
+            lengths = [len(rows[i]) for i in over]
+            raise ContextExceeded(f"{self.policy_id}: a prompt of {max(lengths)} tokens leaves no room in the model's "
+                                  f"context of {context} tokens", over, lengths, context or 0)
+        return rows
 
     def _row_seed(self, prompt: str, episode_seed: int | None) -> int:
         digest = hashlib.sha256(f"{self.seed}\x00{episode_seed}\x00{prompt}".encode()).digest()
         return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
     def _pick(self, logits: Any, generators: list[Any]) -> Any:
-        torch = self._torch
-        if self.greedy:
-            return logits.argmax(dim=-1)
-        logits = logits / self.temperature
-        if self.top_k and self.top_k > 0:
-            kth = torch.topk(logits, min(self.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
-            logits = logits.masked_fill(logits < kth, float("-inf"))
-        probs = torch.softmax(logits, dim=-1)
-        if self.top_p < 1.0:
-            sorted_p, order = torch.sort(probs, dim=-1, descending=True)
-            before = sorted_p.cumsum(dim=-1) - sorted_p  # mass of strictly more likely tokens
-            sorted_p = sorted_p.masked_fill(before >= self.top_p, 0.0)
-            probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
-        probs = probs.to("cpu")
-        picks = [torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(generators)]
-        return torch.cat(picks).to(logits.device)
+        return pick_tokens(logits, greedy=self.greedy, temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
+                           generators=generators)
 
     def _forward_kwargs(self) -> tuple[str, dict[str, Any]]:
         """The cache argument's name and ``logits_to_keep=1`` where supported
@@ -289,77 +323,27 @@ class HFPolicy:
         self._prefix.clear()
 
     def generate(self, prompts: Sequence[str], seeds: Sequence[int | None] | None = None) -> list[str]:
-        """Continue each prompt until an end-of-sequence token or ``max_new_tokens``."""
-        torch = self._torch
+        """Continue each prompt until its action is complete (:attr:`stop`) or ``max_new_tokens``.
+
+        A prompt that leaves no room in the model's context raises
+        :class:`~trace_gym.policies.decoding.ContextExceeded` naming its rows (nothing is
+        generated); one that leaves less room than ``max_new_tokens`` gets what is left.
+        """
         if not prompts:
             return []
         seeds = list(seeds) if seeds is not None else [self.episode_seed] * len(prompts)
-        device = next(self.model.parameters()).device
-        rows = [list(r) for r in self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]]
-        if any(not r for r in rows):
-            raise PolicyError(f"{self.policy_id}: an empty prompt cannot be continued")
-        longest = max(len(r) for r in rows)
-        limit = getattr(self.model.config, "max_position_embeddings", None)
-        if limit is not None and longest + self.max_new_tokens > limit:
-            raise PolicyError(
-                f"{self.policy_id}: prompt of {longest} tokens plus max_new_tokens={self.max_new_tokens} "
-                f"exceeds the model's context of {limit} tokens"
-            )
-        batch = len(rows)
-        with torch.inference_mode():
-            prefixes = self._prefix.row_prefixes(self.model, rows, device, reuse=self.prefix_cache)
-        lengths = [n for n, _ in prefixes]
-        start = max(lengths)
-        own_lengths = [len(r) - n for r, n in zip(rows, lengths, strict=True)]
-        width = max(own_lengths)
-        pad = self.tokenizer.pad_token_id
-        ids = torch.full((batch, width), pad, dtype=torch.long)
-        mask = torch.zeros((batch, start + width), dtype=torch.long)
-        positions = torch.zeros((batch, width), dtype=torch.long)
-        for i, (r, n, m) in enumerate(zip(rows, lengths, own_lengths, strict=True)):
-            ids[i, width - m:] = torch.tensor(r[n:], dtype=torch.long)  # left padding of each part
-            mask[i, start - n : start] = 1
-            mask[i, start + width - m :] = 1
-            positions[i, width - m :] = torch.arange(n, n + m)
-        ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
-        # A static cache: decoding writes one position per step in place, where a growing
-        # cache would copy every layer's keys and values at every step.
-        from transformers import StaticCache
+        return self._generate_rows(prompts, self._encode(prompts), seeds)
 
-        total = start + width + self.max_new_tokens
-        cache = StaticCache(config=self.model.config, max_cache_len=total)
-        if start:  # each row's cached prefix ends at column ``start``
-            for j, (k, v) in enumerate(stack_prefixes(prefixes, start, [(start - n, n) for n in lengths])):
-                cache.update(k, v, j)
-        full_mask = torch.zeros((batch, total), dtype=mask.dtype, device=device)
-        full_mask[:, : start + width] = mask
-        mask = full_mask
+    def _generate_rows(self, prompts: Sequence[str], rows: list[list[int]], seeds: Sequence[int | None]) -> list[str]:
+        torch = self._torch
+        context = context_limit(self.model)
+        limits = [self.max_new_tokens if context is None else min(self.max_new_tokens, context - len(r)) for r in rows]
         generators = [torch.Generator(device="cpu").manual_seed(self._row_seed(p, s)) for p, s in zip(prompts, seeds, strict=True)]
-        eos = torch.tensor(sorted(self.eos_token_ids), device=device)
-        finished = torch.zeros(batch, dtype=torch.bool, device=device)
-        produced: list[list[int]] = [[] for _ in range(batch)]
-        cache_arg, extra = self._forward_kwargs()
-        step_ids, step_pos = ids, positions
-        with torch.inference_mode():
-            for step in range(self.max_new_tokens):
-                out = self.model(
-                    input_ids=step_ids, attention_mask=mask, position_ids=step_pos, use_cache=True, **{cache_arg: cache}, **extra
-                )
-                cache = out.get(cache_arg)
-                if step == 0 and self.prefix_cache:  # each row's prompt, for its conversation's next turn
-                    columns = [[*range(start - n, start), *range(start + width - m, start + width)] if m > 1 else None
-                               for n, m in zip(lengths, own_lengths, strict=True)]
-                    self._prefix.store_batch(self.model, rows, cache, columns)
-                nxt = self._pick(out.logits[:, -1, :].float(), generators)
-                is_eos = torch.isin(nxt, eos)
-                for i, (tok, stop, done) in enumerate(zip(nxt.tolist(), is_eos.tolist(), finished.tolist(), strict=True)):
-                    if not done and not stop:
-                        produced[i].append(tok)
-                finished |= is_eos
-                if bool(finished.all()):
-                    break
-                nxt = nxt.masked_fill(finished, pad)
-                step_ids = nxt[:, None]
-                step_pos = step_pos[:, -1:] + 1
-                mask[:, start + width + step] = 1
-        return [self.tokenizer.decode(p, skip_special_tokens=True) for p in produced]
+        produced = decode_rows(
+            self.model, rows, max_new_tokens=limits, pick=lambda logits, idx: self._pick(logits, [generators[i] for i in idx]),
+            stop=self.stop_rule, pad_id=self.tokenizer.pad_token_id, prefix=self._prefix if self.prefix_cache else None,
+            lookahead=self.lookahead, stats=self.decode_stats,
+        )
+        if not self.prefix_cache:
+            self._prefix.stats["prompt_tokens"] += sum(len(r) for r in rows)
+        return [self.stop_rule.cut_text(self.tokenizer.decode(p, skip_special_tokens=True)) for p in produced]

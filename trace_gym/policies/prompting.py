@@ -28,8 +28,8 @@ from typing import Any
 from ..core.toolcalls import format_tool_call
 
 __all__ = [
-    "PROBE_TOOL", "TOOL_FORMATS", "TOOL_LISTINGS", "compact_tool_line", "format_calls", "native_tools", "render_chat",
-    "resolve_tool_format", "template_messages", "tool_instructions",
+    "PROBE_TOOL", "TOOL_FORMATS", "TOOL_LISTINGS", "action_stop_strings", "compact_tool_line", "end_of_turn",
+    "format_calls", "native_tools", "render_chat", "resolve_tool_format", "template_messages", "tool_instructions",
 ]
 
 PROBE_TOOL = {
@@ -60,6 +60,28 @@ def resolve_tool_format(tokenizer: Any, tool_format: str = "auto") -> str:
     if tool_format not in TOOL_FORMATS:
         raise ValueError(f"tool_format must be auto or one of {TOOL_FORMATS}, got {tool_format!r}")
     return tool_format
+
+
+def action_stop_strings(tool_format: str) -> tuple[str, ...]:
+    """The texts after which an action in ``tool_format`` is whole, so sampling can stop there.
+
+    ``smollm2`` writes every call of an action in one ``<tool_call>[...]</tool_call>`` block:
+    the closing tag ends the action.  ``hermes`` writes one block per call, so a closing tag
+    may be followed by another call: only the end-of-turn token ends the action.
+    """
+    if tool_format not in TOOL_FORMATS:
+        raise ValueError(f"tool_format must be one of {TOOL_FORMATS}, got {tool_format!r}")
+    return ("</tool_call>",) if tool_format == "smollm2" else ()
+
+
+_EOT_MARK = "\u2063TRACE_GYM_ASSISTANT_MARK\u2063"
+
+
+def end_of_turn(tokenizer: Any) -> str:
+    """The text the chat template writes right after an assistant message's content (e.g. ``<|im_end|>\\n``)."""
+    probe = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": _EOT_MARK}]
+    text = tokenizer.apply_chat_template(probe, tokenize=False, add_generation_prompt=False)
+    return text[text.rindex(_EOT_MARK) + len(_EOT_MARK):]
 
 
 def _type_name(schema: Any) -> str:

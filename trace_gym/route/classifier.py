@@ -9,7 +9,8 @@ forward pass, deterministic for a given model.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from .base import NO_ADAPTER, first_user_message
@@ -36,12 +37,14 @@ class ClassifierRouter:
     name = "classifier"
 
     def __init__(self, model: Any, tokenizer: Any, retrieval: RetrievalRouter | None = None, labels: list[str] | None = None,
-                 descriptions: dict[str, str] | None = None, n_examples: int = 4, normalize: bool = True):
+                 descriptions: dict[str, str] | None = None, n_examples: int = 4, normalize: bool = True,
+                 base_weights: Callable[[], AbstractContextManager[Any]] | None = None):
         if labels is None and retrieval is None:
             raise ValueError("ClassifierRouter needs labels or a retrieval router to take them from")
         self.model, self.tokenizer, self.retrieval = model, tokenizer, retrieval
         self.labels = sorted(labels if labels is not None else retrieval.labels)  # type: ignore[union-attr]
         self.descriptions, self.n_examples, self.normalize = descriptions or {}, n_examples, normalize
+        self.base_weights = base_weights  # puts the base model's weights in place while scoring (merged adapters)
 
     def scores(self, query: str) -> dict[str, float]:
         import torch
@@ -66,8 +69,11 @@ class ClassifierRouter:
         for r, s in enumerate(seqs):  # right padding: label tokens keep their positions
             ids[r, : len(s)] = torch.tensor(s)
             mask[r, : len(s)] = 1
-        # The router is the *base* model: with a PEFT model, adapters are switched off while scoring.
-        ctx = self.model.disable_adapter() if hasattr(self.model, "disable_adapter") else nullcontext()
+        # The router is the *base* model: merged adapters are swapped out, a PEFT model's switched off.
+        if self.base_weights is not None:
+            ctx = self.base_weights()
+        else:
+            ctx = self.model.disable_adapter() if hasattr(self.model, "disable_adapter") else nullcontext()
         with ctx, torch.no_grad():
             logits = self.model(input_ids=ids.to(self.model.device), attention_mask=mask.to(self.model.device)).logits.float()
         logp = torch.log_softmax(logits, dim=-1)

@@ -1,8 +1,8 @@
 """Inference with adapters: one base model in memory, a PEFT adapter chosen per conversation.
 
-* :class:`AdapterPolicy` wraps an :class:`~trace_gym.policies.hf.HFPolicy`; its PEFT
-  model holds every registered adapter and :meth:`AdapterPolicy.use` activates one
-  (or none: the base model) before generation.
+* :class:`AdapterPolicy` wraps an :class:`~trace_gym.policies.hf.HFPolicy`; it holds every
+  registered adapter, merged into its own copy of the weights it changes, and
+  :meth:`AdapterPolicy.use` swaps one in (or none: the base model) before generation.
 * :class:`RoutedPolicy` asks a router once per conversation (at its first action)
   which adapter to use and keeps that choice until the next ``reset``; it records
   every decision in :attr:`RoutedPolicy.decisions`.
@@ -13,38 +13,74 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
+from ..policies.base import ContextExceeded
+from ..policies.lora_merge import mergeable, merged_weights
 from .base import NO_ADAPTER, Router, first_user_message
 from .registry import AdapterRegistry
 
-__all__ = ["AdapterPolicy", "RoutedPolicy", "ServerRoutedPolicy"]
+__all__ = ["AdapterError", "AdapterPolicy", "RoutedPolicy", "ServerRoutedPolicy"]
+
+
+class AdapterError(ValueError):
+    """An adapter cannot serve the loaded base model (another model's adapter, a damaged folder)."""
 
 
 class AdapterPolicy:
-    """An HF policy whose model carries several LoRA adapters; ``use(name)`` picks one."""
+    """An HF policy with several LoRA adapters; ``use(name)`` picks one (or none: the base model).
+
+    With ``merge=True`` (the default) every adapter's LoRA update is added into a copy of
+    the weights it changes, once, at load; the PEFT wrapper is then removed and ``use``
+    swaps those weight sets in and out of the plain model, so acting with an adapter costs
+    what acting with the base model costs, and switching costs nothing (no reload, no copy).
+    Memory: one copy of the adapted weights per adapter.  The merged product
+    ``W + BA`` rounds differently from ``Wx + B(Ax)``, so a greedy action can differ by a
+    token from the unmerged one; ``merge=False`` keeps PEFT's unmerged arithmetic (and its
+    per-layer overhead).  Adapters PEFT cannot merge as a weight delta (DoRA) are served
+    unmerged.  An adapter made for another base model raises :class:`AdapterError`.
+    """
 
     accepts_seeds = True
 
-    def __init__(self, base: Any, registry: AdapterRegistry, names: list[str] | None = None, fixed: str | None = None):
+    def __init__(self, base: Any, registry: AdapterRegistry, names: list[str] | None = None, fixed: str | None = None,
+                 *, merge: bool = True):
         from peft import PeftModel
 
         self.base, self.registry = base, registry
         names = names or registry.names()
         if not names:
             raise ValueError(f"{registry.manifest} lists no adapters")
+        if fixed is not None and fixed not in names:
+            raise KeyError(f"adapter {fixed!r} not loaded; loaded: {names}")
         from ..compat import renamed_checkpointing_warnings_hidden
 
+        # A fixed adapter is the only one a merged policy needs.
+        loading = [fixed] if (fixed and merge) else names
+        model = base.model
         with renamed_checkpointing_warnings_hidden():  # PEFT asks the model is_gradient_checkpointing
-            model = PeftModel.from_pretrained(base.model, str(registry[names[0]].path), adapter_name=names[0])
-            for n in names[1:]:
-                model.load_adapter(str(registry[n].path), adapter_name=n)
+            for i, n in enumerate(loading):
+                path = registry[n].path
+                try:
+                    if i == 0:
+                        model = PeftModel.from_pretrained(model, str(path), adapter_name=n)
+                    else:
+                        model.load_adapter(str(path), adapter_name=n)
+                except (RuntimeError, ValueError, KeyError, OSError) as exc:  # the base policy is not to be reused
+                    raise AdapterError(f"adapter {n!r} ({path}) does not fit the base model "
+                                       f"{getattr(base, 'policy_id', '?')}: {_first_line(exc)}") from None
         model.eval()
+        self._weights: dict[str, dict[str, Any]] | None = None
+        if merge and mergeable(model, loading):
+            self._weights = {NO_ADAPTER: merged_weights(model, None), **{n: merged_weights(model, n) for n in loading}}
+            model = model.unload()  # the plain model: adapters are now weight sets to swap in
         base.model = model
         if hasattr(base, "clear_prefix_cache"):
             base.clear_prefix_cache()  # cached prefixes were computed without adapters
         self.names = names
+        self.merged = self._weights is not None
         self.active: str = NO_ADAPTER
         self.fixed = fixed
         self.policy_id = f"adapter:{fixed}" if fixed else "adapters"
@@ -54,13 +90,38 @@ class AdapterPolicy:
     def use(self, name: str) -> None:
         if name != NO_ADAPTER and name not in self.names:
             raise KeyError(f"adapter {name!r} not loaded; loaded: {self.names}")
-        if name != NO_ADAPTER:
+        if self._weights is not None:
+            if name not in self._weights:
+                raise KeyError(f"adapter {name!r} was not merged (this policy serves {self.fixed!r} only)")
+            if name != self.active:
+                self._swap(name)
+        elif name != NO_ADAPTER:
             self.base.model.set_adapter(name)
         self.active = name
         self.base.prefix_cache_key = name  # one prefix KV cache per adapter (and one for none)
 
+    def _swap(self, name: str) -> None:
+        model = self.base.model
+        for path, weight in self._weights[name].items():  # type: ignore[index]
+            model.get_submodule(path).weight.data = weight
+
+    @contextmanager
+    def base_weights(self) -> Iterator[None]:
+        """The base model's weights in place for the duration (e.g. for a router that scores with them)."""
+        if self._weights is None:
+            with self.base.model.disable_adapter():
+                yield
+            return
+        self._swap(NO_ADAPTER)
+        try:
+            yield
+        finally:
+            self._swap(self.active)
+
     def _ctx(self):
-        return self.base.model.disable_adapter() if self.active == NO_ADAPTER else nullcontext()
+        if self._weights is None and self.active == NO_ADAPTER:
+            return self.base.model.disable_adapter()
+        return nullcontext()
 
     def reset(self, seed: int | None = None) -> None:
         self.base.reset(seed)
@@ -72,6 +133,11 @@ class AdapterPolicy:
     def act_batch(self, requests, seeds=None) -> list[str]:
         with self._ctx():
             return self.base.act_batch(requests, seeds=seeds)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
 
 
 class RoutedPolicy:
@@ -108,12 +174,22 @@ class RoutedPolicy:
         seeds = list(seeds) if seeds is not None else [self._seed] * len(requests)
         routes = [self._route(m, s) for (m, _), s in zip(requests, seeds, strict=True)]
         out: list[str | None] = [None] * len(requests)
+        over: list[tuple[int, int]] = []  # (request index, prompt length) of requests past the context
+        limit, message = 0, ""
         for adapter in sorted(set(routes)):
             idx = [i for i, r in enumerate(routes) if r == adapter]
             self.adapters.use(adapter)
-            got = self.adapters.act_batch([requests[i] for i in idx], seeds=[seeds[i] for i in idx])
+            try:
+                got = self.adapters.act_batch([requests[i] for i in idx], seeds=[seeds[i] for i in idx])
+            except ContextExceeded as exc:  # named in this adapter's sub-batch: map back to the request indices
+                over.extend((idx[r], n) for r, n in zip(exc.rows, exc.lengths, strict=True))
+                limit, message = exc.limit, str(exc)
+                continue
             for i, a in zip(idx, got, strict=True):
                 out[i] = a
+        if over:
+            over.sort()
+            raise ContextExceeded(message, [i for i, _ in over], [n for _, n in over], limit)
         return out  # type: ignore[return-value]
 
 

@@ -21,13 +21,50 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["run_conformance", "check_eval_record", "replay_eval_corpus"]
+__all__ = ["run_conformance", "check_eval_record", "replay_eval_corpus", "check_corpus_file", "CorpusFileError"]
 
 _HASH_KEYS = ("db_hash", "user_db_hash", "db_canonical_sha256", "user_db_canonical_sha256")
 _TAU2_INFO_KEYS = (
     "reward", "db_check", "env_assertions", "action_checks", "nl_assertions",
     "communicate_checks", "reward_basis", "reward_breakdown", "info",
 )
+
+
+# The fields every record of a corpus file has (tools_<domain>.jsonl: call sequences; others: scored trajectories).
+_TOOL_FIELDS = ("sequence_id", "domain", "calls")
+_EVAL_FIELDS = ("domain", "task_id", "messages", "expected")
+
+
+class CorpusFileError(ValueError):
+    """A file that is not a conformance corpus (undecodable, a line that is not a JSON object, missing fields)."""
+
+
+def check_corpus_file(path: str | Path) -> int:
+    """Check that ``path`` is a corpus file before replaying it: UTF-8, one JSON object per non-blank line,
+    each with the corpus fields; returns the number of records, or raises :class:`CorpusFileError`
+    naming the file and line."""
+    path = Path(path)
+    fields = _TOOL_FIELDS if path.name.startswith("tools_") else _EVAL_FIELDS
+    kind = "tool-call" if fields is _TOOL_FIELDS else "evaluation"
+    count = 0
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise CorpusFileError(f"{path}:{lineno}: not a τ²-bench corpus: the line is not JSON ({exc})") from None
+                missing = [f for f in fields if f not in record] if isinstance(record, dict) else list(fields)
+                if missing:
+                    raise CorpusFileError(f"{path}:{lineno}: not a τ²-bench {kind} corpus record: no {', '.join(missing)}")
+                count += 1
+    except UnicodeDecodeError as exc:
+        raise CorpusFileError(f"{path}: not a τ²-bench corpus: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if not count:
+        raise CorpusFileError(f"{path}: not a τ²-bench corpus: no records")
+    return count
 
 
 def _task_index(domain: str, data_dir: str | Path | None) -> dict[str, dict[str, Any]]:

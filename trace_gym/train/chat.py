@@ -21,7 +21,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..policies.prompting import TOOL_LISTINGS, native_tools, render_chat, resolve_tool_format, template_messages
+from ..policies.prompting import (
+    TOOL_LISTINGS,
+    end_of_turn,
+    native_tools,
+    render_chat,
+    resolve_tool_format,
+    template_messages,
+)
 
 __all__ = ["ChatRenderer"]
 
@@ -79,9 +86,7 @@ class ChatRenderer:
     def _end_of_turn(self) -> str:
         """The text the template writes right after an assistant message's content."""
         if self._eot_cache is None:
-            base = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": _MARK}]
-            text = self._render(base, generation_prompt=False)
-            self._eot_cache = text[text.rindex(_MARK) + len(_MARK):]
+            self._eot_cache = end_of_turn(self.tokenizer)
         return self._eot_cache
 
     def continuation_text(self, new_messages: list[dict[str, Any]], ended_with: str | None) -> str:

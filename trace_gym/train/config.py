@@ -112,6 +112,9 @@ class TrainConfig:
     # Compute the prompt prefix a group shares once: in the loss (exact: same loss and gradients) and as a
     # KV cache reused across the group's episodes and turns while sampling.
     shared_prefix: bool = True
+    # Sampling drafts this many tokens per step by prompt lookup and checks them in one forward (0: off);
+    # the samples keep their distribution (each token is drawn from its exact conditional).
+    sampling_lookahead: int = 8
     # exact: the shared prefix is trained; detached: its keys and values get no gradient (faster, approximate).
     prefix_grad: str = "exact"
     cpu_threads: int | None = None  # torch intra-op threads on CPU (None: torch's default)
@@ -137,6 +140,8 @@ class TrainConfig:
                      "max_new_tokens_per_turn", "max_completion_length", "num_train_seeds", "logging_steps"):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.sampling_lookahead < 0:
+            problems.append(f"sampling_lookahead must be >= 0, got {self.sampling_lookahead}")
         if self.max_resamples < 0:
             problems.append(f"max_resamples must be >= 0, got {self.max_resamples}")
         if self.save_steps < 0:

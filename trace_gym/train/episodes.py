@@ -23,8 +23,9 @@ from .chat import ChatRenderer
 
 __all__ = ["EpisodeRequest", "TokenEpisode", "GenerateFn", "run_token_episodes"]
 
-GenerateFn = Callable[[list[list[int]], int], list[list[int]]]
-"""``generate(prompts_ids, max_new_tokens) -> sampled ids per prompt`` (a stop token, if any, included last)."""
+GenerateFn = Callable[[list[list[int]], "int | list[int]"], list[list[int]]]
+"""``generate(prompts_ids, max_new_tokens) -> sampled ids per prompt`` (a stop token, if any, included last);
+``max_new_tokens`` is one limit for every prompt or a list with one per prompt."""
 
 
 @dataclass(slots=True)
@@ -85,8 +86,14 @@ def run_token_episodes(
     truncated_reward: float | None = None,
     hint_option: str = "hint",
     envs: list[Any] | None = None,
+    context: int | None = None,
 ) -> list[TokenEpisode]:
-    """Play ``requests`` (one env instance each; pass ``envs`` to reuse instances) and return their token episodes."""
+    """Play ``requests`` (one env instance each; pass ``envs`` to reuse instances) and return their token episodes.
+
+    ``context``: the model's context in tokens.  A turn never asks for more tokens than the
+    room an episode has left; an episode with no room left ends as truncated (reason
+    ``context_length``), scored like any episode the trainer's limits cut.
+    """
     tok = renderer.tokenizer
     live: list[_Live] = []
     envs = envs if envs is not None else []
@@ -107,11 +114,18 @@ def run_token_episodes(
     turn_cap = max_turns if max_turns is not None else 1_000_000
     while True:
         active = [x for x in live if not x.done]
+        rooms = {id(x): (context - len(x.episode.generation_prompt_ids) - len(x.episode.completion_ids)
+                         if context is not None else max_new_tokens_per_turn) for x in active}
+        for x in active:
+            if rooms[id(x)] < 1:
+                _cut(x, truncated_reward, "context_length")
+        active = [x for x in active if not x.done]
         if not active:
             break
         budgets = [max_completion_length - len(x.episode.completion_ids) for x in active]
-        new_tokens = max(1, min(max_new_tokens_per_turn, max(budgets)))
-        outs = generate([x.episode.generation_prompt_ids + x.episode.completion_ids for x in active], new_tokens)
+        limits = [max(1, min(max_new_tokens_per_turn, b, rooms[id(x)])) for x, b in zip(active, budgets, strict=True)]
+        outs = generate([x.episode.generation_prompt_ids + x.episode.completion_ids for x in active],
+                        limits[0] if len(set(limits)) == 1 else limits)
         for x, out, budget in zip(active, outs, budgets, strict=True):
             ep = x.episode
             out = list(out)[: max(0, budget)]

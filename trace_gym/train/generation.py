@@ -1,8 +1,9 @@
-"""Sampling back ends for the rollout function: transformers ``generate`` or TRL's vLLM helper.
+"""Sampling back ends for the rollout function: trace-gym's decoding loop, transformers ``generate``, or TRL's vLLM helper.
 
-Both take the token ids of several partial episodes and return the ids each one
-sampled for its next turn, with everything after the first stop token removed
-(the stop token itself is kept, as the loss must learn to stop).
+Each takes the token ids of several partial episodes and a token limit (one for all, or
+one per episode: the room its context has left) and returns the ids each one sampled
+for its next turn, with everything after the first end-of-turn token removed (the token
+itself is kept, as the loss must learn to stop).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-__all__ = ["transformers_generate_fn", "vllm_generate_fn", "stop_token_ids"]
+__all__ = ["fast_sampling", "sampler_model", "stop_token_ids", "transformers_generate_fn", "vllm_generate_fn"]
 
 
 def stop_token_ids(trainer: Any) -> list[int]:
@@ -21,6 +22,14 @@ def stop_token_ids(trainer: Any) -> list[int]:
     return [int(eos)] if eos is not None else []
 
 
+def _limits(max_new_tokens: int | list[int], rows: int) -> list[int]:
+    """One token limit per row (a ``GenerateFn`` takes one for all rows or one each)."""
+    limits = [int(max_new_tokens)] * rows if isinstance(max_new_tokens, int) else [int(n) for n in max_new_tokens]
+    if len(limits) != rows:
+        raise ValueError(f"{len(limits)} token limits for {rows} prompts")
+    return limits
+
+
 def _cut_after_stop(ids: list[int], stops: set[int]) -> list[int]:
     for i, t in enumerate(ids):
         if t in stops:
@@ -28,18 +37,107 @@ def _cut_after_stop(ids: list[int], stops: set[int]) -> list[int]:
     return ids
 
 
-def transformers_generate_fn(trainer: Any, *, prefix_cache: bool = True, min_prefix_tokens: int = 16):
-    """A ``GenerateFn`` that samples with the trainer's (LoRA) model and its generation config.
+def fast_sampling(trainer: Any) -> bool:
+    """Whether the trainer's sampling can run on trace-gym's own decoding loop over merged weights:
+    one process (no DeepSpeed/FSDP sharding), and a generation config of temperature, top-k,
+    top-p and min-p only (a repetition penalty, a cache implementation or extra generation
+    kwargs go to ``generate``)."""
+    args = trainer.args
+    if getattr(trainer, "is_deepspeed_enabled", False) or getattr(trainer, "is_fsdp_enabled", False):
+        return False
+    if getattr(args, "generation_kwargs", None) or getattr(args, "cache_implementation", None):
+        return False
+    penalty = getattr(trainer, "repetition_penalty", 1.0)
+    return penalty in (None, 1.0)
 
-    With ``prefix_cache`` the keys and values of tokens already seen are reused
-    (:class:`~trace_gym.policies.prefix_cache.PrefixKVCache`, the cache the policy
-    uses too): the prefix a batch's episodes share is run once, and each episode's
-    next turn starts from the cache of its previous one.  The samples are the ones
-    the uncached call draws: the same model inputs at the same positions, the same
-    random draws.  The cache lives as long as the returned function, which the
-    rollout function makes afresh for each batch of rollouts (the weights change
-    between batches).
+
+def sampler_model(trainer: Any) -> Any:
+    """A plain (un-wrapped) model with the trainer's current weights, LoRA merged in, for sampling.
+
+    Made once per trainer (a copy of the model: one more model's memory) and refreshed from
+    the trained adapter at every call, so each batch of rollouts samples from the current
+    policy at the base model's speed.  A model that is not a PEFT LoRA model (or one whose
+    adapter is not a plain weight delta) samples as it is.
     """
+    import torch
+
+    from ..policies.lora_merge import mergeable, merged_weights
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    active = getattr(model, "active_adapter", None)
+    if not hasattr(model, "merge_and_unload") or not isinstance(active, str) or not mergeable(model, [active]):
+        return model
+    sampler = getattr(trainer, "_trace_gym_sampler", None)
+    if sampler is None:
+        sampler = copy.deepcopy(model).merge_and_unload()
+        sampler.requires_grad_(False)
+        sampler.eval()
+        if getattr(sampler.config, "use_cache", None) is False:
+            sampler.config.use_cache = True
+        trainer._trace_gym_sampler = sampler
+        return sampler
+    with torch.no_grad():
+        for path, weight in merged_weights(model, active).items():
+            sampler.get_submodule(path).weight.data.copy_(weight)
+        for name, param in model.base_model.model.named_parameters():  # trained modules outside LoRA (modules_to_save)
+            if param.requires_grad and "lora_" not in name:
+                sampler.get_parameter(name.replace(f".modules_to_save.{active}", "")).data.copy_(param.data)
+    return sampler
+
+
+def transformers_generate_fn(trainer: Any, *, prefix_cache: bool = True, min_prefix_tokens: int = 16,
+                             stop_strings: tuple[str, ...] = (), lookahead: int = 8):
+    """A ``GenerateFn`` that samples from the trainer's (LoRA) model with its sampling settings.
+
+    Where :func:`fast_sampling` allows, turns are sampled by the one decoding loop
+    (:func:`~trace_gym.policies.decoding.decode_rows`) over :func:`sampler_model` (merged
+    weights), drawing from torch's global generator, checking ``lookahead`` prompt-lookup
+    drafts per forward, and stop at an end-of-turn token or right after one of
+    ``stop_strings`` (the call format's closing tag); otherwise by the
+    model's ``generate`` (end-of-turn tokens only).  With ``prefix_cache`` the keys and
+    values of tokens already seen are reused
+    (:class:`~trace_gym.policies.prefix_cache.PrefixKVCache`, the policy's cache too): the
+    prefix a batch's episodes share is run once, and each episode's next turn starts from
+    the cache of its previous one.  Cached or not, the samples are the same.  The cache
+    lives as long as the returned function, which the rollout function makes afresh for
+    each batch of rollouts (the weights change between batches).
+    """
+    if fast_sampling(trainer):
+        return _decoding_generate_fn(trainer, prefix_cache=prefix_cache, min_prefix_tokens=min_prefix_tokens,
+                                     stop_strings=stop_strings, lookahead=lookahead)
+    return _hf_generate_fn(trainer, prefix_cache=prefix_cache, min_prefix_tokens=min_prefix_tokens)
+
+
+def _decoding_generate_fn(trainer: Any, *, prefix_cache: bool, min_prefix_tokens: int, stop_strings: tuple[str, ...],
+                          lookahead: int):
+    from ..policies.decoding import DecodeStats, StopRule, decode_rows, pick_tokens
+    from ..policies.prefix_cache import PrefixKVCache
+    from .shared_prefix import supported
+
+    tok = trainer.processing_class
+    stops = stop_token_ids(trainer)
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else stops[0]
+    rule = StopRule(tok, stops, stop_strings)
+    model = sampler_model(trainer)
+    store = PrefixKVCache(min_tokens=min_prefix_tokens, max_entries=64) if prefix_cache and supported() else None
+    state: dict[str, Any] = {"store": store, "stats": DecodeStats(), "model": model}
+    settings = {"temperature": float(getattr(trainer, "temperature", 1.0) or 1.0),
+                "top_k": int(getattr(trainer, "top_k", 0) or 0), "top_p": float(getattr(trainer, "top_p", 1.0) or 1.0),
+                "min_p": getattr(trainer, "min_p", None)}
+
+    def generate(prompts: list[list[int]], max_new_tokens: int | list[int]) -> list[list[int]]:
+        if store is not None:
+            store.max_entries = max(store.max_entries, 4 * len(prompts) + 4)
+        return decode_rows(model, prompts, max_new_tokens=max_new_tokens, pick=lambda logits, idx: pick_tokens(logits, **settings),
+                           stop=rule, pad_id=pad_id, prefix=store, keep_stop_token=True, lookahead=lookahead,
+                           stats=state["stats"])
+
+    generate.prefix_state = state  # type: ignore[attr-defined]
+    return generate
+
+
+def _hf_generate_fn(trainer: Any, *, prefix_cache: bool, min_prefix_tokens: int):
+    """A ``GenerateFn`` over the model's own ``generate`` (any generation config, sharded models)."""
     import torch
     from trl.models import unwrap_model_for_generation
 
@@ -53,7 +151,9 @@ def transformers_generate_fn(trainer: Any, *, prefix_cache: bool = True, min_pre
     use_cache = prefix_cache and supported()
     state: dict[str, Any] = {"store": None}
 
-    def generate(prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+    def generate(prompts: list[list[int]], max_new_tokens: int | list[int]) -> list[list[int]]:
+        limits = _limits(max_new_tokens, len(prompts))
+        max_new_tokens = max(limits)
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
         attention = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -86,13 +186,14 @@ def transformers_generate_fn(trainer: Any, *, prefix_cache: bool = True, min_pre
             out = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device), generation_config=config, **extra)
         cached = not isinstance(out, torch.Tensor)
         sequences = out.sequences if cached else out
-        new = [_cut_after_stop(row, stops) for row in sequences[:, width:].cpu().tolist()]
+        new = [_cut_after_stop(row[:n], stops) for row, n in zip(sequences[:, width:].cpu().tolist(), limits, strict=True)]
         if cached and state["store"] is not None:
             _store_rows(state["store"], model, prompts, new, width, getattr(out, "cache", None) or getattr(out, "past_key_values", None))
         return new
 
     generate.prefix_state = state  # type: ignore[attr-defined]
     return generate
+
 
 
 def _prefilled_cache(store: Any, model: Any, prompts: list[list[int]], width: int, device: Any) -> Any:
@@ -136,8 +237,9 @@ def vllm_generate_fn(trainer: Any):
     """
     stops = set(stop_token_ids(trainer))
 
-    def generate(prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+    def generate(prompts: list[list[int]], max_new_tokens: int | list[int]) -> list[list[int]]:
+        limits = _limits(max_new_tokens, len(prompts))
         _, completion_ids, _, _ = trainer.vllm_generation.generate(prompts=prompts, images=None, num_generations=1)
-        return [_cut_after_stop(list(ids)[:max_new_tokens], stops) for ids in completion_ids]
+        return [_cut_after_stop(list(ids)[:n], stops) for ids, n in zip(completion_ids, limits, strict=True)]
 
     return generate

@@ -128,6 +128,7 @@ class EnvRolloutFunc:
         tool_format: str = "auto",
         generate: GenerateFn | None = None,
         prefix_cache: bool = True,
+        lookahead: int = 8,
     ):
         if num_generations < 1:
             raise ValueError("num_generations must be >= 1")
@@ -148,6 +149,7 @@ class EnvRolloutFunc:
         self.tool_format = tool_format
         self.generate = generate
         self.prefix_cache = bool(prefix_cache)
+        self.lookahead = int(lookahead)
         self.stats = RolloutStats()
         self.last_episodes: list[TokenEpisode] = []  # the episodes of the latest call (for inspection)
         self.reward_history: list[float] = []  # mean env reward of each call, dropped groups included
@@ -195,8 +197,10 @@ class EnvRolloutFunc:
             self._renderer = ChatRenderer(tokenizer, self.tools_in_prompt, self.tool_listing, self.tool_format)
         return self._renderer
 
-    def play(self, groups: list[tuple[int, int]], tokenizer: Any, generate: GenerateFn, stop_texts: Sequence[str]) -> list[list[TokenEpisode]]:
-        """Play ``[(seed, group size), ...]``, resampling constant groups; returns the episodes per group."""
+    def play(self, groups: list[tuple[int, int]], tokenizer: Any, generate: GenerateFn, stop_texts: Sequence[str],
+             context: int | None = None) -> list[list[TokenEpisode]]:
+        """Play ``[(seed, group size), ...]``, resampling constant groups; returns the episodes per group.
+        ``context``: the model's context in tokens (episodes that fill it end as truncated)."""
         renderer = self.renderer(tokenizer)
         attempts = [0] * len(groups)
         results: list[list[TokenEpisode] | None] = [None] * len(groups)
@@ -215,6 +219,7 @@ class EnvRolloutFunc:
                 truncated_reward=self.truncated_reward,
                 hint_option=self.hint_option,
                 envs=self._env_pool(len(requests)),
+                context=context,
             )
             self.stats.rollouts += len(episodes)
             still: list[int] = []
@@ -234,6 +239,8 @@ class EnvRolloutFunc:
 
     # ------------------------------------------------------------------ the TRL entry point
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        from ..policies.decoding import context_limit
+        from ..policies.prompting import action_stop_strings
         from .generation import stop_token_ids, transformers_generate_fn, vllm_generate_fn
 
         seeds = [parse_seed_prompt(p) for p in prompts]
@@ -249,10 +256,11 @@ class EnvRolloutFunc:
             if getattr(trainer, "use_vllm", False):
                 generate = vllm_generate_fn(trainer)
             else:
-                generate = transformers_generate_fn(trainer, prefix_cache=self.prefix_cache)
+                generate = transformers_generate_fn(trainer, prefix_cache=self.prefix_cache, lookahead=self.lookahead,
+                                                    stop_strings=action_stop_strings(self.renderer(tok).tool_format))
         stop_texts = [tok.decode([i]) for i in stop_token_ids(trainer)]
         before = self.stats.to_dict()
-        per_group = self.play(groups, tok, generate, stop_texts)
+        per_group = self.play(groups, tok, generate, stop_texts, context=context_limit(trainer.model))
 
         out: dict[str, list[Any]] = {k: [] for k in ("prompt_ids", "completion_ids", "env_mask", "env_reward", "hint_shown", "env_seed", "turns", "constant_group")}
         hinted = 0

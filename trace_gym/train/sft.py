@@ -9,6 +9,12 @@ assistant tokens only.  It writes::
     <out>/adapter_config.json, adapter_model.safetensors   # the PEFT adapter
     <out>/warm_start.json                                   # what was trained on, loss before/after
     <out>/sft_metrics.jsonl                                 # one row per logged step
+    <out>/sft_config.json                                   # the full config (checked on resume)
+    <out>/checkpoints/checkpoint-<step>/                    # every save_steps steps
+
+``resume=True`` continues from the newest checkpoint exactly as ``train`` does (model,
+optimizer, scheduler, RNG states and data order come back), so an interrupted and resumed
+warm start ends with the adapter and record of the uninterrupted one.
 
 :func:`train_with_warm_start` (``trace-gym train --warm-start``) runs it into
 ``<out>/warm_start/`` and then GRPO on that adapter (``init_adapter``), so ``<out>`` holds
@@ -36,6 +42,8 @@ __all__ = ["WarmStartResult", "warm_start", "train_with_warm_start", "demo_loss"
 
 WARM_START_DIR = "warm_start"
 RECORD_NAME = "warm_start.json"
+CONFIG_NAME = "sft_config.json"
+SFT_STATE = "trace_gym_sft.json"  # in each checkpoint: the loss measured before training
 # the config fields a warm start depends on: a resumed run reuses a finished warm start only when they agree
 _SFT_FIELDS = ("model", "env_id", "env_kwargs", "seed", "tools_in_prompt", "tool_listing", "tool_format", "lora_r", "lora_alpha",
                "lora_dropout", "lora_target_modules", "lora_bias", "sft_envs", "sft_seeds_per_env", "sft_seed_start",
@@ -104,7 +112,9 @@ def _sft_args(cfg: TrainConfig, out: Path, device: str, dtype: Any) -> Any:
         assistant_only_loss=False,  # the mask comes with the data (assistant_masks), not from the template
         completion_only_loss=False,
         logging_steps=1,
-        save_strategy="no",
+        save_strategy="steps" if cfg.save_steps else "no",
+        save_steps=cfg.save_steps or 500,
+        save_total_limit=cfg.save_total_limit,
         **run_arguments(cfg, SFTConfig, device, dtype),
     )
     return SFTConfig(**kwargs)
@@ -142,6 +152,7 @@ def warm_start(
     manifest: bool | None = None,
     loss_sample: int = 16,
     callbacks: Sequence[Any] | None = None,
+    resume: bool = False,
 ) -> WarmStartResult:
     """SFT a LoRA adapter on reference episodes (see the module docstring); returns what it wrote.
 
@@ -151,6 +162,8 @@ def warm_start(
     ``cfg.manifest``) adds an entry for the adapter to ``<out>/../manifest.json``.  The loss
     on up to ``loss_sample`` demonstrations is measured before and after training.
     ``callbacks`` are extra ``transformers`` trainer callbacks (e.g. a progress line).
+    ``cfg.save_steps`` checkpoints every that many steps; ``resume`` continues from the newest
+    checkpoint under ``<out>/checkpoints`` (one must exist, made with the same settings).
     """
     import datasets
     from datasets import Dataset
@@ -159,11 +172,18 @@ def warm_start(
 
     from ..compat import renamed_checkpointing_warnings_hidden
     from .models import load_model_and_tokenizer, resolve_device, resolve_dtype, wrap_lora
+    from .trainer import check_resume_config, latest_checkpoint
 
     cfg.validate()
     folder = Path(out or cfg.out)
     if not str(out or cfg.out):
         raise ValueError("warm_start needs an output folder (cfg.out or out=)")
+    ckpt = latest_checkpoint(folder / "checkpoints") if resume else None
+    if resume and ckpt is None:
+        raise FileNotFoundError(f"--resume: no warm-start checkpoint under {folder / 'checkpoints'} (--save-steps N "
+                                "writes them); start without --resume")
+    if ckpt is not None:
+        check_resume_config(folder / CONFIG_NAME, cfg, _SFT_FIELDS)
     started = time.perf_counter()
     device = resolve_device(cfg.device)
     dtype = resolve_dtype(cfg.dtype, device)
@@ -198,15 +218,28 @@ def warm_start(
     if next(peft_model.parameters()).device.type != device:
         peft_model.to(device)
     sample = rows[:loss_sample]
-    loss_before = demo_loss(peft_model, sample)
+    state_file = ckpt / SFT_STATE if ckpt is not None else None
+    if state_file is not None and state_file.is_file():  # measured on the same starting adapter before the interruption
+        loss_before = float(json.loads(state_file.read_text())["loss_before"])
+    else:
+        loss_before = demo_loss(peft_model, sample)
     folder.mkdir(parents=True, exist_ok=True)
     metrics = MetricsLog(folder / "sft_metrics.jsonl")
-    metrics.reset()
+    if ckpt is not None:
+        metrics.truncate_after(int(ckpt.name.split("-")[-1]))
+    else:
+        metrics.reset()
+    atomic_write_text(folder / CONFIG_NAME, json.dumps(cfg.to_dict(), indent=2) + "\n")
 
     class _Log(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
             if logs and "loss" in logs:
                 metrics.append({"step": int(state.global_step), **{k: v for k, v in logs.items() if isinstance(v, (int, float))}})
+
+        def on_save(self, args, state, control, **kwargs):  # noqa: ANN001
+            saved = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if state.is_world_process_zero and saved.is_dir():
+                atomic_write_text(saved / SFT_STATE, json.dumps({"loss_before": loss_before}))
 
     args = _sft_args(cfg, folder, device, dtype)
     bars = datasets.is_progress_bar_enabled()
@@ -223,7 +256,7 @@ def warm_start(
         from transformers.trainer_callback import PrinterCallback
 
         trainer.remove_callback(PrinterCallback)  # the losses go to sft_metrics.jsonl, not printed dicts
-        trainer.train()
+        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
     trained = trainer.accelerator.unwrap_model(trainer.model)
     trained.save_pretrained(str(folder))
     loss_after = demo_loss(trained, sample)
@@ -289,8 +322,9 @@ def train_with_warm_start(cfg: TrainConfig, *, resume: bool = False, callbacks: 
         raise ConfigError("--warm-start trains the adapter GRPO starts from: leave init_adapter unset")
     out = Path(cfg.out)
     ws = out / WARM_START_DIR
-    if not (resume and _finished_warm_start(ws, cfg)):
-        warm_start(cfg, out=ws, manifest=False, demos=demos)
+    if not (resume and _finished_warm_start(ws, cfg)):  # an interrupted warm start continues from its checkpoint
+        warm_start(cfg, out=ws, manifest=False, demos=demos,
+                   resume=resume and latest_checkpoint(ws / "checkpoints") is not None)
     record = json.loads((ws / RECORD_NAME).read_text())
     grpo_cfg = cfg.with_overrides(init_adapter=str(ws))
     has_ckpt = latest_checkpoint(out / "checkpoints") is not None

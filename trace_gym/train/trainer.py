@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from ..progress import reporting, track
 from .config import TrainConfig
 from .outputs import MANIFEST_NAME, MetricsLog, atomic_write_text, plot_learning_curve, update_manifest
 
-__all__ = ["train", "TrainResult", "latest_checkpoint", "make_env_factory", "env_metadata"]
+__all__ = ["train", "TrainResult", "latest_checkpoint", "check_resume_config", "make_env_factory", "env_metadata"]
 
 ROLLOUT_STATE = "trace_gym_rollouts.json"
 
@@ -246,16 +246,21 @@ _RESUME_FREE = {"max_steps", "progress", "plot", "manifest", "save_steps", "save
                 "shared_prefix"}
 
 
-def _check_resume_config(path: Path, cfg: TrainConfig) -> None:
+def check_resume_config(path: Path, cfg: TrainConfig, fields: Collection[str] | None = None) -> None:
+    """Refuse to resume a run whose saved config (``path``) differs from ``cfg`` in a field that changes
+    the result: ``fields`` (the fields the run depends on), or by default every field but :data:`_RESUME_FREE`."""
     from .config import ConfigError
 
     if not path.exists():
         return
     old = json.loads(path.read_text())
-    changed = sorted(k for k, v in cfg.to_dict().items() if k not in _RESUME_FREE and k in old and old[k] != v)
+    now = json.loads(json.dumps(cfg.to_dict()))  # tuples as lists, as the saved file has them
+    compared = set(fields) if fields is not None else set(now) - _RESUME_FREE
+    changed = sorted(k for k, v in now.items() if k in compared and k in old and old[k] != v)
     if changed:
+        free = "" if fields is not None else " (only max_steps, save_steps and display options may change)"
         raise ConfigError(f"--resume with a different config than the checkpointed run: {', '.join(changed)} changed; "
-                          "resume with the same settings (only max_steps, save_steps and display options may change)")
+                          f"resume with the same settings{free}")
 
 
 def _reward_curve(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
@@ -326,7 +331,7 @@ def train(
     if resume and ckpt is None:
         raise FileNotFoundError(f"--resume: no checkpoint under {out / 'checkpoints'}; start without --resume")
     if ckpt is not None:
-        _check_resume_config(out / "train_config.json", cfg)
+        check_resume_config(out / "train_config.json", cfg)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     device = resolve_device(cfg.device)
@@ -365,6 +370,7 @@ def train(
         tool_listing=cfg.tool_listing,
         tool_format=cfg.tool_format,
         prefix_cache=cfg.shared_prefix,
+        lookahead=cfg.sampling_lookahead,
     )
     probe_env = env_factory()
     try:

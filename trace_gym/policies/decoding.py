@@ -1,0 +1,378 @@
+"""The one decoding loop: a batch of token rows continued over a KV cache until each turn is complete.
+
+Both samplers run it: :class:`~trace_gym.policies.hf.HFPolicy` (evaluation, rollouts,
+calibration) and the GRPO rollout sampler
+(:func:`trace_gym.train.generation.transformers_generate_fn`).  What it does per batch:
+
+* **Prefix cache.**  Each row's leading tokens already run through the model (the shared
+  system prompt and tool listing, the row's own earlier turns) come from a
+  :class:`~trace_gym.policies.prefix_cache.PrefixKVCache`; only the rest is prefilled, in
+  one forward for the whole batch.  After the prefill each row's prompt is stored for its
+  conversation's next turn.
+* **Static cache.**  Decoding writes one position per step into a preallocated cache
+  instead of growing (copying) every layer's keys and values at every step.
+* **Stops.**  A row is finished at an end-of-turn token or when its text completes a stop
+  string (:class:`StopRule`: for SmolLM2's call format the closing ``</tool_call>``, after
+  which the action is whole), not at the token limit; the loop ends when every row is.
+* **Context.**  Each row may have its own token limit (the room its prompt leaves in the
+  model's context); a row with no room at all is the caller's to end
+  (:class:`ContextExceeded`).
+
+Positions start at 0 for every row (left padding is masked and skipped by the position
+ids), so a row's tokens do not depend on what else is in its batch.
+``torch`` and ``transformers`` are imported lazily.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .base import ContextExceeded, PolicyError
+
+__all__ = ["ContextExceeded", "DecodeStats", "StopRule", "context_limit", "decode_rows", "pick_tokens"]
+
+
+def context_limit(model: Any) -> int | None:
+    """The model's context in tokens (``max_position_embeddings``), or ``None`` when it declares none."""
+    config = getattr(model, "config", None)
+    limit = getattr(config, "max_position_embeddings", None)
+    return int(limit) if isinstance(limit, int) and limit > 0 else None
+
+
+class StopRule:
+    """When a sampled turn is complete.
+
+    ``token_ids``: end-of-turn tokens (the tokenizer's and model's end-of-sequence ids,
+    the chat template's end-of-turn marker); the token is not part of the turn's text.
+    ``strings``: texts after which the action is whole (e.g. ``"</tool_call>"``): the turn
+    ends with the token that completes one, and :meth:`cut_text` drops whatever that
+    token wrote after it.  A stop string that never appears costs nothing: the turn then
+    ends at an end-of-turn token or at the token limit, as without it.
+    An empty stop string, or none of either kind, is a :class:`ValueError`.
+    """
+
+    def __init__(self, tokenizer: Any, token_ids: Iterable[int], strings: Sequence[str] = ()):
+        self.tokenizer = tokenizer
+        self.token_ids = frozenset(int(t) for t in token_ids)
+        strings = tuple(strings)
+        for s in strings:
+            if not isinstance(s, str) or not s:
+                raise ValueError(f"a stop string must be a non-empty string, got {s!r}")
+        self.strings = strings
+        if not self.token_ids and not self.strings:
+            raise ValueError("a stop rule needs end-of-turn token ids or stop strings")
+        # Every token writes at least one character (or none: a special token), so a stop
+        # string completed by the last token lies within its last len(s) + 1 tokens' text.
+        self._window = max((len(s) for s in strings), default=0) + 1
+
+    def ends(self, produced: Sequence[int]) -> str | None:
+        """How the turn so far ends: ``"token"`` (its last token ends the turn), ``"string"``
+        (its text now holds a stop string) or ``None`` (it goes on)."""
+        if not produced:
+            return None
+        if produced[-1] in self.token_ids:
+            return "token"
+        if self.strings:
+            tail = self.tokenizer.decode(list(produced[-self._window:]), skip_special_tokens=True)
+            if any(s in tail for s in self.strings):
+                return "string"
+        return None
+
+    def cut_text(self, text: str) -> str:
+        """``text`` up to the end of its first stop string (all of it when it holds none)."""
+        ends = [text.find(s) + len(s) for s in self.strings if s in text]
+        return text[: min(ends)] if ends else text
+
+
+def pick_tokens(logits: Any, *, greedy: bool = False, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+                min_p: float | None = None, generators: Sequence[Any] | None = None) -> Any:
+    """One token per row of ``logits`` (rows x vocabulary): the argmax, or a draw after temperature,
+    top-k (0: off), top-p (1.0: off) and min-p (``None``: off) filtering.
+
+    ``generators``: one ``torch.Generator`` per row (a row's draw then depends on nothing else in
+    the batch); ``None`` draws from torch's global generator (a trainer's checkpointed RNG state).
+    """
+    import torch
+
+    if greedy:
+        return logits.argmax(dim=-1)
+    logits = logits / temperature
+    if top_k and top_k > 0:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    if top_p < 1.0:
+        sorted_p, order = torch.sort(probs, dim=-1, descending=True)
+        before = sorted_p.cumsum(dim=-1) - sorted_p  # mass of strictly more likely tokens
+        sorted_p = sorted_p.masked_fill(before >= top_p, 0.0)
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+    if min_p:
+        probs = probs.masked_fill(probs < min_p * probs.max(dim=-1, keepdim=True).values, 0.0)
+    if generators is None:
+        return torch.multinomial(probs, 1)[:, 0]
+    cpu = probs.to("cpu")
+    picks = [torch.multinomial(cpu[i], 1, generator=g) for i, g in enumerate(generators)]
+    return torch.cat(picks).to(logits.device)
+
+
+@dataclass
+class DecodeStats:
+    """Where a sampler's time went: prefill (prompt tokens run) and decode (steps, each a forward of one
+    token per row plus its lookahead drafts; drafted and accepted draft tokens)."""
+
+    calls: int = 0
+    rows: int = 0
+    prompt_tokens: int = 0
+    prefilled_tokens: int = 0
+    generated_tokens: int = 0
+    decode_steps: int = 0
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    stops: dict[str, int] = field(default_factory=lambda: {"token": 0, "string": 0, "limit": 0})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (dict(v) if isinstance(v, dict) else v) for k, v in vars(self).items()}
+
+
+class _Lookup:
+    """Prompt-lookup drafts for one row: the tokens that followed the latest earlier occurrence of its last two."""
+
+    def __init__(self, seq: list[int]):
+        self.seq = seq
+        self.where: dict[tuple[int, int], int] = {}
+        for e in range(1, len(seq) - 1):  # bigrams ending before the last position
+            self.where[(seq[e - 1], seq[e])] = e
+
+    def append(self, token: int) -> None:
+        seq = self.seq
+        if len(seq) >= 2:
+            self.where[(seq[-2], seq[-1])] = len(seq) - 1
+        seq.append(token)
+
+    def draft(self, k: int) -> list[int]:
+        seq = self.seq
+        if k < 1 or len(seq) < 3:
+            return []
+        e = self.where.get((seq[-2], seq[-1]))
+        return seq[e + 1: e + 1 + k] if e is not None else []
+
+
+def decode_rows(
+    model: Any,
+    rows: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int | Sequence[int],
+    pick: Callable[[Any, list[int]], Any],
+    stop: StopRule,
+    pad_id: int,
+    prefix: Any = None,
+    keep_stop_token: bool = False,
+    lookahead: int = 0,
+    draft_cost: float = 0.05,
+    stats: DecodeStats | None = None,
+) -> list[list[int]]:
+    """Continue every row of ``rows`` (token ids) and return the ids each one produced.
+
+    ``max_new_tokens``: one limit for all rows or one per row (each >= 1).  ``pick(logits, idx)``
+    maps logits (``len(idx)`` x vocabulary, float32) of the rows ``idx`` to one token each.
+    ``stop`` ends a row; its end-of-turn token is kept in the result only with
+    ``keep_stop_token`` (training learns to stop; a policy's text has no use for it).
+    ``prefix`` is a :class:`~trace_gym.policies.prefix_cache.PrefixKVCache` (``None``: no
+    reuse): rows take their longest cached prefix, and each row's prompt is stored for its
+    next turn.
+
+    ``lookahead`` > 0 drafts up to that many tokens per row and step by prompt lookup (the
+    tokens that followed the latest earlier occurrence of the row's last two tokens: tool
+    names, argument values and JSON copied from the prompt, repeated text) and checks them
+    all in one forward: a row keeps its drafts as long as each is the token ``pick`` chooses
+    at that position, so the tokens are the ones plain decoding chooses (greedy: the argmax
+    of the same logits, up to floating-point rounding of a wider forward; sampling: each
+    token drawn from its exact conditional), several per weight read.  How many drafts a step
+    checks follows each row's recent acceptance and ``draft_cost``: what one more position per
+    row adds to a forward, as a share of a one-token forward (a memory-bound GPU: near 0; this
+    project's 2-core CPU, where a forward of a few dozen positions is compute-bound: 0.05).  Runs under ``torch.inference_mode``; ``stats`` (if
+    given) is added to.
+    """
+    import time
+
+    import torch
+    from transformers import StaticCache
+
+    from .prefix_cache import PrefixKVCache, forward_kwargs, stack_prefixes
+
+    rows = [list(r) for r in rows]
+    if not rows:
+        return []
+    if any(not r for r in rows):
+        raise PolicyError("an empty prompt cannot be continued")
+    limits = [int(max_new_tokens)] * len(rows) if isinstance(max_new_tokens, int) else [int(n) for n in max_new_tokens]
+    if len(limits) != len(rows) or min(limits) < 1:
+        raise ValueError(f"max_new_tokens must be >= 1 for each of the {len(rows)} rows, got {max_new_tokens!r}")
+    lookahead = max(0, int(lookahead))
+    t0 = time.perf_counter()
+    device = next(model.parameters()).device
+    batch, budget = len(rows), max(limits)
+    cache_store = prefix if isinstance(prefix, PrefixKVCache) else None
+    with torch.inference_mode():
+        if cache_store is not None:
+            before = cache_store.stats["prefilled_tokens"]
+            prefixes = cache_store.row_prefixes(model, rows, device, reuse=True)
+            shared_run = cache_store.stats["prefilled_tokens"] - before
+        else:
+            prefixes, shared_run = [(0, None)] * batch, 0
+        lengths = [n for n, _ in prefixes]
+        start = max(lengths)
+        own = [len(r) - n for r, n in zip(rows, lengths, strict=True)]
+        width = max(own)
+        # Speculative steps may leave columns of rejected drafts behind (masked): room for them,
+        # and a step speculates only while plain steps could still finish every row.
+        capacity = start + width + budget + (budget + lookahead + 1 if lookahead else 0)
+        ids = torch.full((batch, width), pad_id, dtype=torch.long)
+        mask = torch.zeros((batch, capacity), dtype=torch.long)
+        positions = torch.zeros((batch, width), dtype=torch.long)
+        for i, (r, n, m) in enumerate(zip(rows, lengths, own, strict=True)):
+            ids[i, width - m:] = torch.tensor(r[n:], dtype=torch.long)  # left padding of each part
+            mask[i, start - n: start] = 1
+            mask[i, start + width - m: start + width] = 1
+            positions[i, width - m:] = torch.arange(n, n + m)
+        ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
+        cache = StaticCache(config=_config(model), max_cache_len=capacity)
+        if start:  # each row's cached prefix ends at column ``start``
+            for j, (k, v) in enumerate(stack_prefixes(prefixes, start, [(start - n, n) for n in lengths])):
+                cache.update(k.to(device), v.to(device), j)
+        cache_arg, extra = forward_kwargs(model)
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **{cache_arg: cache}, **extra)
+        cache = out.get(cache_arg)
+        if cache_store is not None:  # each row's prompt, for its conversation's next turn
+            columns = [[*range(start - n, start), *range(start + width - m, start + width)] if m > 1 else None
+                       for n, m in zip(lengths, own, strict=True)]
+            cache_store.store_batch(model, rows, cache, columns)
+        prefill_done = time.perf_counter()
+
+        finished = [False] * batch
+        produced: list[list[int]] = [[] for _ in range(batch)]
+        lookups = [_Lookup(list(r)) for r in rows] if lookahead else []
+        accept = [0.5] * batch  # each row's running estimate of a draft token's chance to be kept
+        next_pos = [len(r) for r in rows]
+
+        def emit(i: int, tok: int) -> bool:
+            """Add ``tok`` to row ``i``; whether the row is finished now."""
+            produced[i].append(tok)
+            if lookups:
+                lookups[i].append(tok)
+            how = stop.ends(produced[i])
+            if how == "token" and not keep_stop_token:
+                produced[i].pop()
+            if how is None and len(produced[i]) >= limits[i]:
+                how = "limit"
+            if how is not None:
+                finished[i] = True
+                if stats is not None:
+                    stats.stops[how] += 1
+            return finished[i]
+
+        live = list(range(batch))
+        for i, tok in zip(live, _tokens(pick(out.logits[:, -1, :].float(), live)), strict=True):
+            emit(i, tok)
+        column, steps, drafted, accepted = start + width, 0, 0, 0
+        layers = getattr(cache, "layers", [])
+        while not all(finished):
+            live = [i for i in range(batch) if not finished[i]]
+            left = max(limits[i] - len(produced[i]) for i in live)
+            drafts = [[] for _ in range(batch)]
+            if lookahead and column + lookahead + 1 + left <= capacity:
+                for i in live:
+                    drafts[i] = lookups[i].draft(min(lookahead, limits[i] - len(produced[i]) - 1))
+                keep = _draft_width(drafts, accept, live, draft_cost)
+                for i in live:
+                    drafts[i] = drafts[i][:keep]
+            width_now = 1 + max(len(drafts[i]) for i in live)
+            block = torch.full((batch, width_now), pad_id, dtype=torch.long)
+            pos = torch.zeros((batch, width_now), dtype=torch.long)
+            mask[:, column: column + width_now] = 0
+            for i in live:
+                fed = [produced[i][-1] if produced[i] else pad_id, *drafts[i]]
+                block[i, : len(fed)] = torch.tensor(fed, dtype=torch.long)
+                pos[i] = torch.arange(next_pos[i], next_pos[i] + width_now)
+                mask[i, column: column + len(fed)] = 1
+            for layer in layers:  # write this block at ``column`` (rejected drafts' columns are reused)
+                layer.cumulative_length.fill_(column)
+            step_extra = {**extra, "logits_to_keep": width_now} if "logits_to_keep" in extra else extra
+            out = model(input_ids=block.to(device), attention_mask=mask, position_ids=pos.to(device), use_cache=True,
+                        **{cache_arg: cache}, **step_extra)
+            cache = out.get(cache_arg)
+            logits = out.logits[:, -width_now:, :].float()
+            kept = {i: 0 for i in live}
+            checking = list(live)
+            for j in range(width_now):
+                if not checking:
+                    break
+                toks = _tokens(pick(logits[checking, j, :], checking))
+                still = []
+                for i, tok in zip(checking, toks, strict=True):
+                    done = emit(i, tok)
+                    if not done and j < len(drafts[i]) and tok == drafts[i][j]:
+                        kept[i] += 1
+                        still.append(i)
+                checking = still
+            advance = 0
+            for i in live:
+                n = kept[i] + 1  # the fed token and the drafts kept: the row's columns from this block
+                mask[i, column + n: column + width_now] = 0
+                next_pos[i] += n
+                advance = max(advance, n)
+                if drafts[i]:
+                    drafted += len(drafts[i])
+                    accepted += kept[i]
+                    accept[i] = 0.7 * accept[i] + 0.3 * kept[i] / len(drafts[i])
+            column += advance
+            steps += 1
+        if stats is not None:
+            end = time.perf_counter()
+            stats.calls += 1
+            stats.rows += batch
+            stats.prompt_tokens += sum(len(r) for r in rows)
+            stats.prefilled_tokens += shared_run + sum(own)
+            stats.generated_tokens += sum(len(p) for p in produced)
+            stats.decode_steps += steps
+            stats.drafted_tokens += drafted
+            stats.accepted_tokens += accepted
+            stats.prefill_s += prefill_done - t0
+            stats.decode_s += end - prefill_done
+    return produced
+
+
+def _draft_width(drafts: list[list[int]], accept: list[float], live: list[int], cost: float) -> int:
+    """How many draft tokens per row to check this step: the most tokens per unit of forward time.
+
+    A forward over ``w`` positions per row costs ``1 + cost * rows * (w - 1)`` one-token steps (the
+    weights are read once; each position adds compute); row ``i`` then yields ``1 + p + p^2 + ...``
+    tokens for its ``min(w - 1, len(draft))`` drafts, ``p`` its recent acceptance.
+    """
+    longest = max((len(drafts[i]) for i in live), default=0)
+    best, best_rate = 0, float(len(live))
+    for w in range(1, longest + 1):
+        gain = 0.0
+        for i in live:
+            p, term = accept[i], 1.0
+            for _ in range(min(w, len(drafts[i]))):
+                term *= p
+                gain += term
+        rate = (len(live) + gain) / (1.0 + cost * len(live) * w)
+        if rate > best_rate:
+            best, best_rate = w, rate
+    return best
+
+
+def _tokens(picked: Any) -> list[int]:
+    return [int(t) for t in (picked.tolist() if hasattr(picked, "tolist") else picked)]
+
+
+def _config(model: Any) -> Any:
+    from .prefix_cache import base_model
+
+    return base_model(model).config
