@@ -194,30 +194,33 @@ def calibrate(env_id: str, policy: Any, seeds: list[int], samples: int, *, diffi
 
 def _calibrate_batched(env_id: str, kwargs: dict[str, Any], policy: Any, seeds: list[int], samples: int,
                        result: CalibrationResult, on_episode: Callable[[float], None]) -> None:
-    """Every (seed, sample) episode in lock-step batches of the policy's batch size.
+    """Every (seed, sample) episode in lock step, as many at once as the policy's batch size (a slot whose
+    episode ends starts the next one: :func:`~trace_gym.rollout.rollout_queue`).
 
     The policy's episode seed is ``seed * 1000 + sample``, as in the one-at-a-time path;
-    ``on_episode(reward)`` follows each episode.
+    ``on_episode(reward)`` follows each episode as it ends.
     """
     import gymnasium as gym
 
-    from ..rollout import rollout_batch
+    from ..rollout import rollout_queue
 
     jobs = [(seed, k) for seed in seeds for k in range(samples)]
     size = max(1, int(getattr(policy, "batch_size", 8) or 8))
     rewards: dict[int, list[float]] = {seed: [0.0] * samples for seed in seeds}
-    for start in range(0, len(jobs), size):
-        chunk = jobs[start : start + size]
-        envs = [gym.make(env_id, **kwargs) for _ in chunk]
-        try:
-            trajs = rollout_batch(envs, policy, [s for s, _ in chunk], policy_seeds=[s * 1000 + k for s, k in chunk])
-        finally:
-            for e in envs:
-                e.close()
-        for (seed, k), t in zip(chunk, trajs, strict=True):
-            rewards[seed][k] = float(t.rewards[-1]) if t.rewards else 0.0  # the final step carries the reward
-            result.cases[seed] = t.reset_info.get("case", "?")
-            on_episode(rewards[seed][k])
+
+    def final(t: Any) -> float:
+        return float(t.rewards[-1]) if t.rewards else 0.0  # the final step carries the reward
+
+    envs = [gym.make(env_id, **kwargs) for _ in range(min(size, len(jobs)))]
+    try:
+        trajs = rollout_queue(envs, policy, [s for s, _ in jobs], policy_seeds=[s * 1000 + k for s, k in jobs],
+                              on_episode=lambda t: on_episode(final(t)))
+    finally:
+        for e in envs:
+            e.close()
+    for (seed, k), t in zip(jobs, trajs, strict=True):
+        rewards[seed][k] = final(t)
+        result.cases[seed] = t.reset_info.get("case", "?")
     for seed in seeds:
         result.rewards[seed] = rewards[seed]
 
