@@ -180,3 +180,24 @@ def test_policy_and_training_sampler_go_through_the_one_cache_class(tiny, monkey
     assert {name for name, c in calls if c is store} == {"row_prefixes", "store_batch"}
     assert store.stats["reused_tokens"] > store.stats["prefilled_tokens"] > 0
     assert policy.prefix_stats["reused_tokens"] > 0
+
+
+def test_a_generation_config_the_decoding_loop_does_not_cover_samples_through_generate(tiny):
+    """A repetition penalty sends the GRPO sampler to the model's ``generate``; per-prompt token limits still hold."""
+    pytest.importorskip("trl")
+    from accelerate import Accelerator
+
+    from trace_gym.train.generation import fast_sampling, transformers_generate_fn
+
+    model, tok = tiny
+    config = copy.deepcopy(model.generation_config)
+    config.do_sample, config.pad_token_id, config.repetition_penalty = True, tok.pad_token_id, 1.2
+    trainer = SimpleNamespace(processing_class=tok, accelerator=Accelerator(cpu=True), model=model, model_wrapped=model,
+                              generation_config=config, temperature=1.0, top_p=1.0, top_k=0, repetition_penalty=1.2,
+                              generation_kwargs={}, args=SimpleNamespace(ds3_gather_for_generation=True, gradient_checkpointing_kwargs=None))
+    assert not fast_sampling(trainer)
+    generate = transformers_generate_fn(trainer)
+    torch.manual_seed(0)
+    prompts = [torch.randint(5, 2000, (30,)).tolist(), torch.randint(5, 2000, (25,)).tolist()]
+    out = generate(prompts, [2, 6])
+    assert 1 <= len(out[0]) <= 2 and 1 <= len(out[1]) <= 6
