@@ -6,8 +6,8 @@ through).  Templates that ignore tools (SmolLM2's, for one) get the tool list an
 results as text.  The model's output is returned as text: tool calls in it are
 parsed by the environment, not here.
 
-Decoding is a small loop of our own over the model's KV cache, so that every row of
-a batch samples from its own ``torch.Generator``.  A row's generator is seeded from
+Decoding is the one loop of :func:`~trace_gym.policies.decoding.decode_rows` over the
+model's KV cache, so that every row of a batch samples from its own ``torch.Generator``.  A row's generator is seeded from
 the policy seed, the episode seed and the prompt text, so a given prompt yields the
 same answer whatever else is in the batch and in whatever order episodes run.
 
@@ -323,10 +323,10 @@ class HFPolicy:
         self._prefix.clear()
 
     def generate(self, prompts: Sequence[str], seeds: Sequence[int | None] | None = None) -> list[str]:
-        """Continue each prompt until its action is complete (:attr:`stop`) or ``max_new_tokens``.
+        """Continue each prompt until its action is complete (:attr:`stop_rule`) or ``max_new_tokens``.
 
         A prompt that leaves no room in the model's context raises
-        :class:`~trace_gym.policies.decoding.ContextExceeded` naming its rows (nothing is
+        :class:`~trace_gym.policies.base.ContextExceeded` naming its rows (nothing is
         generated); one that leaves less room than ``max_new_tokens`` gets what is left.
         """
         if not prompts:
