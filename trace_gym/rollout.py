@@ -319,7 +319,7 @@ def rollout_queue(
                 raise RolloutError(f"policy {policy.policy_id!r}: {exc} (bad row indices {exc.rows})",
                                    active[0][1].finish(), finished) from exc
             cut = [active[i] for i in rows]
-            active = [x for i, x in enumerate(active) if i not in set(rows)]
+            active = [x for i, x in enumerate(active) if i not in exc.rows]
             for j, ep in cut:
                 ep.cut(CONTEXT_LENGTH)
                 done(j, ep)

@@ -194,8 +194,8 @@ def decode_rows(
     token drawn from its exact conditional), several per weight read.  How many drafts a step
     checks follows each row's recent acceptance and ``draft_cost``: what one more position per
     row adds to a forward, as a share of a one-token forward (a memory-bound GPU: near 0; this
-    project's 2-core CPU, where a forward of a few dozen positions is compute-bound: 0.05).  Runs under ``torch.inference_mode``; ``stats`` (if
-    given) is added to.
+    project's 2-core CPU, where a forward of a few dozen positions is compute-bound: 0.05).
+    Runs under ``torch.inference_mode``; ``stats`` (if given) is added to.
     """
     import time
 
@@ -295,7 +295,7 @@ def decode_rows(
             pos = torch.zeros((batch, width_now), dtype=torch.long)
             mask[:, column: column + width_now] = 0
             for i in live:
-                fed = [produced[i][-1] if produced[i] else pad_id, *drafts[i]]
+                fed = [produced[i][-1], *drafts[i]]  # a live row's last token is not in the cache yet
                 block[i, : len(fed)] = torch.tensor(fed, dtype=torch.long)
                 pos[i] = torch.arange(next_pos[i], next_pos[i] + width_now)
                 mask[i, column: column + len(fed)] = 1
