@@ -186,7 +186,7 @@ def _skeletons(f):
 
 ONE_SHOT = {  # verbs whose wrong lines are tried one at a time (a combination could turn into a valid one)
     "data": lambda w, f: [["status", "--zz" + w], ["fetch", "zz" + w], ["fetch", "tau2", "--from", f["missing"]],
-                          ["fetch", "toolsandbox"], ["zz" + w]],
+                          ["fetch", "toolsandbox", "--from", f["missing"]], ["zz" + w]],
     "conformance": lambda w, f: [["tau2", f["missing"]], ["toolsandbox", f["missing"]], ["zz" + w, f["missing"]],
                                  ["tau2"]],
     "envs": lambda w, f: [["--zz" + w], ["--filter"], ["zz" + w]],

@@ -231,7 +231,7 @@ def test_a_corrupted_file_fails_and_leaves_nothing(tau2_data, tmp_path, cache, l
     assert [p.name for p in (cache / "data").iterdir()] == ["tau2-1.0.1"]
 
 
-def test_fetch_errors_are_one_line(tmp_path, cache, capsys):
+def test_fetch_errors_are_one_line(tmp_path, cache, capsys, monkeypatch):
     assert main(["data", "fetch", "tau2", "--from", str(tmp_path / "nope.tar.gz")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no such file" in err[0]
@@ -239,9 +239,12 @@ def test_fetch_errors_are_one_line(tmp_path, cache, capsys):
     (tmp_path / "junk.tar.gz").write_bytes(b"not an archive")
     assert main(["data", "fetch", "tau2", "--from", str(tmp_path / "junk.tar.gz")]) == 1
     assert "archive" in capsys.readouterr().err
-    assert main(["data", "fetch", "toolsandbox"]) == 2
-    captured = capsys.readouterr()
-    assert "scenarios/base_scenarios.jsonl" in captured.out and "--from" in captured.err
+    from trace_gym.toolsandbox import export
+
+    monkeypatch.setattr(export, "ARCHIVE_URL", "http://127.0.0.1:9/{commit}.tar.gz")  # no network: nothing listens
+    assert main(["data", "fetch", "toolsandbox"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and err[-1].startswith("error:") and "--from" in err[-1]
 
 
 def test_toolsandbox_from_a_folder(toolsandbox_data, tmp_path, cache):

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.usefixtures("one_
 
 def test_demo_toolsandbox_tiny_end_to_end_and_resume(toolsandbox_data, private_dir, capsys):
     from trace_gym.cli import main
-    from trace_gym.core.tasks import task_source_for
+    from trace_gym.core.tasks import task_groups, task_source_for
     from trace_gym.demo import DemoConfig
     from trace_gym.demo.config import TOOLSANDBOX_SUCCESS
     from trace_gym.policies.hf import ModelUnavailableError, smollm2_gguf_path
@@ -65,7 +65,7 @@ def test_demo_toolsandbox_tiny_end_to_end_and_resume(toolsandbox_data, private_d
     assert len({src.group(t) for t in ev["tasks"]}) >= 2  # spread over categories
     for name in ("base", "routed"):
         scores = ev[name]["scores"]
-        assert set(scores["groups"]) == {src.group(t) for t in ev["tasks"]}
+        assert set(scores["groups"]) == {g for t in ev["tasks"] for g in task_groups(src, t)}  # every category of each
         for s in [scores["overall"], *scores["groups"].values()]:
             assert s["mean"]["low"] <= s["mean"]["value"] <= s["mean"]["high"]
             assert 0 <= s["perfect"] <= s["episodes"] and "floor" in s

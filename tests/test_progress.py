@@ -154,3 +154,18 @@ def test_eval_reports_every_episode_and_resumed_ones(tmp_path):
     assert lines[-1].startswith("eval talker on trace/cap-refund-policy-v0: 4/4 episodes (100%)")
     new = [r for r in rep.rewards["1"]]  # the two episodes played in this run
     assert f"mean reward {sum(new) / 2:.3f}" in lines[-1]
+
+
+def test_plain_mode_keeps_saying_something_while_a_step_runs_long():
+    import time
+
+    con = _console()
+    with reporting(con, interval_s=0.2):
+        with track("warm start: SFT", total=5, unit="steps") as t:
+            t.update(0, note="loading the model")
+            time.sleep(0.75)  # a long step: nothing advances the tracker
+            lines = [ln for ln in _text(con).splitlines() if ln.startswith("warm start: SFT")]
+            assert len(lines) >= 3 and all("loading the model" in ln for ln in lines)
+    after = len(_text(con).splitlines())
+    time.sleep(0.5)
+    assert len(_text(con).splitlines()) == after  # the heartbeat stops with the reporter

@@ -96,17 +96,21 @@ def test_an_invalid_user_spec_is_skipped_with_one_warning_and_never_listed(tmp_p
     (tmp_path / "cap-renamed.yaml").write_text(text.replace("id: cap-refund-policy", "id: cap-other", 1), encoding="utf-8")
     (tmp_path / "cap-badtype.yaml").write_text(text.replace("id: cap-refund-policy", "id: cap-badtype", 1)
                                                .replace("max_steps: {knob: max_steps}", "max_steps: lots", 1), encoding="utf-8")
+    (tmp_path / "cap-nodomain.yaml").write_text(text.replace("id: cap-refund-policy", "id: cap-nodomain", 1)
+                                                .replace("domain: retail", "domain: bakery", 1), encoding="utf-8")
     env = dict(os.environ, TRACE_GYM_ENVS_DIR=str(tmp_path))
+    env.pop("TRACE_GYM_DOMAINS", None)
     out = subprocess.run([sys.executable, "-m", "trace_gym.cli", "envs"], env=env, capture_output=True, text=True,
                          timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert "trace/cap-mine-v0" in out.stdout
-    for name in ("cap-noschema", "cap-renamed", "cap-badtype"):
+    for name in ("cap-noschema", "cap-renamed", "cap-badtype", "cap-nodomain"):
         assert f"trace/{name}-v0" not in out.stdout
         [line] = [ln for ln in out.stderr.splitlines() if f"{name}.yaml" in ln]
         assert "SpecFileWarning: spec file skipped:" in line, line
     assert "'capability' is a required property" in out.stderr and "got 'cap-other'" in out.stderr
     assert "cap-badtype.yaml: at max_steps:" in out.stderr
+    assert "a registered domain" in out.stderr and "got 'bakery'" in out.stderr  # a domain no plug-in registers
 
 
 def test_shipped_specs_are_not_schema_checked_at_import():

@@ -114,6 +114,11 @@ def test_analysis_capabilities_table_fits_80_columns():
     names = ["information-communication", "precondition-verification", "confirmation-before-write"]
     doc = {"thresholds": {"rho": 0.1, "delta": 0.2, "k": 8}, "runs": 10, "inputs": {"n_failed": 120, "n_passed": 0},
            "capabilities": [{"capability": n, "selected": i == 0, "runs_passed": 10 - i, "n_runs": 10, "mean_coverage": 0.5,
-                             "mean_gap": -0.25, "per_run": [{"er_minus": 0.5, "er_plus": 0.25}] * 10}
+                             "mean_gap": -0.25, "per_run": [{"er_minus": 0.5, "er_plus": 0.25, "lacking_failed": 3}] * 10}
                             for i, n in enumerate(names)]}
-    _assert_fits(_render(capabilities_table(doc)), names + ["selected", "10/10", "-0.25"])
+    na = {**doc["capabilities"][1], "capability": "refund-policy-compliance", "selected": False,
+          "per_run": [{"er_minus": 0.0, "er_plus": 0.0, "lacking_failed": 0, "present_failed": 0}] * 10}
+    doc["capabilities"].append(na)  # applies to no trajectory (another domain's capability): left out
+    text = _render(capabilities_table(doc))
+    _assert_fits(text, names + ["selected", "10/10", "-0.25"])
+    assert "refund-policy-compliance" not in text and "1 capabilities that apply to none" in text

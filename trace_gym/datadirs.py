@@ -40,7 +40,8 @@ TAU2_VERSION = "1.0.1"
 
 FETCH_HINT = {
     "tau2": "run `trace-gym data fetch tau2` (downloads τ²-bench 1.0.1's data and verifies it)",
-    "toolsandbox": "run `trace-gym data fetch toolsandbox` for how to get it",
+    "toolsandbox": ("run `trace-gym data fetch toolsandbox --from PATH_OR_URL` with a copy of that folder (or an "
+                    "archive of one); without --from it builds the scenarios from upstream's code, but not tools.json"),
 }
 _ENV_VAR = {"tau2": "TAU2_DATA_DIR", "toolsandbox": "TOOLSANDBOX_DATA_DIR"}
 _LABEL = {"tau2": "τ²-bench", "toolsandbox": "ToolSandbox"}

@@ -15,7 +15,9 @@ On a terminal the reporter is one rich progress display (every tracker a line,
 written to the console it was given, stderr by default, so machine-readable stdout
 stays clean).  Elsewhere (CI logs, a pipe) it writes a plain line when a tracker's
 first item is done, at most every ``interval_s`` seconds while it runs, and when it
-ends; a tracker left by an exception (a ``with`` block) adds no line, so an error
+ends; a tracker that nothing has advanced for ``interval_s`` seconds (a long step, a model
+loading) still gets a line every ``interval_s`` seconds, so a log never goes silent while
+work runs; a tracker left by an exception (a ``with`` block) adds no line, so an error
 stays the last thing said.
 
 Reporters nest: an inner ``reporting()`` joins the open one (one display per
@@ -25,6 +27,7 @@ process), and ``reporting(enabled=False)`` silences what runs inside it.  Torch-
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -200,6 +203,9 @@ class Reporter:
         self.interval_s = float(interval_s)
         self._progress: Any = None
         self._last_line: dict[int, float] = {}
+        self._open_trackers: dict[int, Tracker] = {}
+        self._lock = threading.Lock()
+        self._quiet: threading.Event | None = None  # set to stop the heartbeat thread of plain mode
 
     # -- the display --------------------------------------------------------------
     def _rich(self) -> Any:
@@ -223,6 +229,19 @@ class Reporter:
             return
         if self.live:
             t.handle = self._rich().add_task(t.description, total=t.total, status=t.status())
+        else:
+            self._open_trackers[id(t)] = t
+            if self._quiet is None and self.interval_s > 0:  # 0: a line on every change already
+                self._quiet = threading.Event()
+                threading.Thread(target=self._heartbeat, args=(self._quiet,), daemon=True, name="trace-gym-progress").start()
+
+    def _heartbeat(self, quiet: threading.Event) -> None:
+        """Plain mode: a line for every open tracker that has been silent for ``interval_s`` seconds."""
+        while not quiet.wait(min(self.interval_s, 5.0)):
+            now = time.monotonic()
+            for t in list(self._open_trackers.values()):
+                if now - self._last_line.get(id(t), t.started) >= self.interval_s and not t.closed:
+                    self._print(t)
 
     def _refresh(self, t: Tracker) -> None:
         if not self.enabled:
@@ -241,15 +260,20 @@ class Reporter:
                 self._rich().update(t.handle, completed=t.done, total=t.total if t.total is not None else t.done,
                                     status=t.status(timing=True))
         else:
+            self._open_trackers.pop(id(t), None)
             if not aborted:
                 self._print(t)
             self._last_line.pop(id(t), None)
 
     def _print(self, t: Tracker) -> None:
-        self._last_line[id(t)] = time.monotonic()
-        self.console.print(t.line(), markup=False, highlight=False, soft_wrap=True)
+        with self._lock:
+            self._last_line[id(t)] = time.monotonic()
+            self.console.print(t.line(), markup=False, highlight=False, soft_wrap=True)
 
     def stop(self) -> None:
+        if self._quiet is not None:
+            self._quiet.set()
+            self._quiet = None
         if self._progress is not None:
             self._progress.stop()
             self._progress = None

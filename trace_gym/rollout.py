@@ -116,6 +116,17 @@ class Trajectory:
         return self.terminated or self.truncated
 
     @property
+    def ended_with_message(self) -> bool:
+        """Whether the agent brought the episode to an end: no limit stopped it (:data:`~trace_gym.core.env.LIMIT_REASONS`,
+        truncation) and the agent's last turn was a message to the user, not a tool call."""
+        from .core.env import LIMIT_REASONS
+
+        if self.truncated or self.termination_reason in LIMIT_REASONS or not self.done:
+            return False
+        last = next((m for m in reversed(self.transcript or self.messages) if m.get("role") == "assistant"), None)
+        return bool(last and not last.get("tool_calls") and str(last.get("content") or "").strip())
+
+    @property
     def key(self) -> tuple[str, str, int, str]:
         return episode_key(self.env_id, self.policy_id, self.seed, self.options)
 

@@ -11,7 +11,13 @@ from trace_gym.analysis.aggregate import Thresholds
 from trace_gym.analysis.labelers import GoldLabeler, LabelingItem
 from trace_gym.analysis.labels import LabelValue
 from trace_gym.analysis.pipeline import items_from_trajectories, run_analysis
-from trace_gym.analysis.taxonomy import GENERAL_CAPABILITIES, TAXONOMY, TOOLSANDBOX_CAPABILITIES, by_name
+from trace_gym.analysis.taxonomy import (
+    GENERAL_CAPABILITIES,
+    TAXONOMY,
+    TELECOM_CAPABILITIES,
+    TOOLSANDBOX_CAPABILITIES,
+    by_name,
+)
 from trace_gym.core import format_tool_call
 from trace_gym.policies.scripted import ScriptedPolicy
 from trace_gym.rollout import TrajectoryStore, collect
@@ -64,7 +70,7 @@ def played(tmp_path_factory):
 def test_taxonomy_names_the_toolsandbox_behaviours_and_their_starters():
     assert TS == ["state-dependency", "canonicalization", "insufficient-information", "multiple-user-turn",
                   "multiple-tool-call"]
-    assert TAXONOMY == GENERAL_CAPABILITIES + TOOLSANDBOX_CAPABILITIES
+    assert TAXONOMY == GENERAL_CAPABILITIES + TOOLSANDBOX_CAPABILITIES + TELECOM_CAPABILITIES
     ids = {p.stem for p in starter_specs_dir().glob("*.yaml")}
     for cap in TOOLSANDBOX_CAPABILITIES:
         assert cap.starter_env in ids, cap

@@ -128,7 +128,9 @@ def test_reference_scores_one(tau2_data):
 
 def test_a_fork_replays_the_reference_to_the_same_final_database(tau2_data):
     changed = 0
-    for path in SPEC_FILES:
+    # dual control (telecom): the user's own phone calls change the state too, and they are not in the
+    # agent's reference, so replaying the reference alone cannot reach the episode's final state
+    for path in [p for p in SPEC_FILES if read_spec_document(p).get("domain") != "telecom"]:
         env = CapabilityEnv(path)
         env.reset(seed=5)
         fork = env._backend.fork()

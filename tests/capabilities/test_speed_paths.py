@@ -109,7 +109,9 @@ def test_generated_databases_are_in_the_benchmark_canonical_form(tau2_data, doma
     check()
 
 
-@pytest.mark.parametrize("env_id", TAU2_CAP_IDS)
+# telecom's initial_db() is the keyed view its rewards read (agent tables by id, the phone); the database its
+# engine starts from is checked canonical in tests/capabilities/test_telecom_specs.py
+@pytest.mark.parametrize("env_id", [i for i in TAU2_CAP_IDS if not i.startswith("trace/cap-telecom-")])
 def test_episode_databases_stay_canonical_with_their_distractors(tau2_data, env_id):
     from trace_gym.tau2.domain_spec import load_domain
 

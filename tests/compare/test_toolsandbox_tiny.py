@@ -29,7 +29,7 @@ def _preset(name: str) -> dict:
 
 def test_tiny_compare_on_toolsandbox(tmp_path):
     from trace_gym.compare.pipeline import CompareConfig, run_compare
-    from trace_gym.core.tasks import task_source_for
+    from trace_gym.core.tasks import task_groups, task_source_for
     from trace_gym.policies.hf import ModelUnavailableError, smollm2_gguf_path
 
     try:
@@ -54,7 +54,7 @@ def test_tiny_compare_on_toolsandbox(tmp_path):
         ev = r["eval"]
         assert set(ev["results"]) == set(test)
         scores = ev["scores"]
-        assert set(scores["groups"]) == {src.group(t) for t in test}
+        assert set(scores["groups"]) == {g for t in test for g in task_groups(src, t)}  # every category of each
         assert abs(scores["overall"]["mean"]["value"] - ev["mean_reward"]) < 1e-9
         assert scores["overall"]["perfect"] == sum(x >= 1 - 1e-6 for rs in ev["rewards"].values() for x in rs)
         assert "floor" in scores["overall"] and ev["refusal_floor"]["n_tasks"] == len(test)

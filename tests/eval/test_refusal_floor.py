@@ -59,7 +59,7 @@ def test_evaluate_reports_the_floor_per_group_for_toolsandbox(tmp_path):
     console.print(report_table(doc))
     console.print(comparison_table([doc]))
     text = console.export_text()
-    assert text.count("refusal floor") >= 2 and "1.000, 2" in text
+    assert text.count("refusal floor") >= 2 and "1.00·2" in text
     json.dumps(doc)  # the report stays JSON
 
 

@@ -6,34 +6,53 @@ from collections import Counter
 
 import pytest
 
-from trace_gym.core.tasks import UnknownSplitError, task_source_for
+from trace_gym.core.tasks import UnknownSplitError, task_groups, task_source_for
 from trace_gym.pipeline import Target, bootstrap_mean, graded_scores, scores_table
-from trace_gym.toolsandbox.tasks import stratified_split
+from trace_gym.toolsandbox.tasks import category_folds
 
 ENV = "trace/toolsandbox-v0"
 
 
-def test_train_and_test_cut_every_category_in_two_and_never_overlap():
+def test_the_two_folds_cut_every_category_in_two_and_never_overlap():
     src = task_source_for(ENV)
-    assert src.splits() == ("base", "train", "test") and src.default_split() == "base" and src.domain == "toolsandbox"
+    assert src.splits() == ("base", "train", "test", "fold_a", "fold_b") and src.default_split() == "base"
+    assert src.domain == "toolsandbox"
     every, train, test = src.task_ids(), src.task_ids("train"), src.task_ids("test")
+    assert (train, test) == (src.task_ids("fold_a"), src.task_ids("fold_b"))
     assert len(every) == 129 and not set(train) & set(test) and set(train) | set(test) == set(every)
+    assert abs(len(train) - len(test)) <= 1
     assert train == [t for t in every if t in set(train)]  # pool order kept
-    n_all, n_test = Counter(map(src.group, every)), Counter(map(src.group, test))
-    for g, n in n_all.items():
-        assert n_test[g] == max(1, n // 2) if n >= 2 else n_test[g] == 0
+    for fold in (train, test):  # every category on both sides, about half of it
+        n_all = Counter(g for t in every for g in task_groups(src, t))
+        n_fold = Counter(g for t in fold for g in task_groups(src, t))
+        assert set(n_fold) == set(n_all) and len(n_all) == 7
+        for g, n in n_all.items():
+            assert abs(n_fold[g] - n / 2) <= 3, (g, n_fold[g], n)
+    non_refusal = [t for t in test if "insufficient_information" not in task_groups(src, t)]
+    assert sum("state_dependency" in task_groups(src, t) for t in non_refusal) >= 10
     assert src.task_ids("test") == test  # fixed: every run holds out the same scenarios
-    with pytest.raises(UnknownSplitError, match="train"):
+    with pytest.raises(UnknownSplitError, match="fold_a"):
         src.task_ids("dev")
 
 
-def test_the_split_is_seeded_and_follows_the_pool():
-    names = [f"s{i}" for i in range(10)]
-    group = lambda n: "a" if int(n[1:]) < 6 else "b"  # noqa: E731
-    train, test = stratified_split(names, group, seed=0)
-    assert stratified_split(names, group, seed=0) == (train, test)
-    assert Counter(map(group, test)) == {"a": 3, "b": 2} and len(train) == 5
-    assert any(stratified_split(names, group, seed=s)[1] != test for s in range(1, 6))
+def test_a_scenario_counts_in_every_category_it_carries():
+    src = task_source_for(ENV)
+    multi = [t for t in src.task_ids() if len(task_groups(src, t)) >= 3]
+    assert multi
+    t = multi[0]
+    assert src.group(t) in task_groups(src, t) and "no_distraction_tools" not in task_groups(src, t)
+
+
+def test_the_folds_are_seeded_and_follow_the_pool():
+    names = [f"s{i}" for i in range(11)]
+    cats = lambda n: ("a",) if int(n[1:]) < 5 else ("a", "b") if int(n[1:]) < 8 else ("c",)  # noqa: E731
+    a, b = category_folds(names, cats, seed=0)
+    assert category_folds(names, cats, seed=0) == (a, b) and sorted(a + b) == sorted(names)
+    assert abs(len(a) - len(b)) <= 1
+    for key in {cats(n) for n in names}:
+        na, nb = sum(cats(n) == key for n in a), sum(cats(n) == key for n in b)
+        assert abs(na - nb) <= 1
+    assert any(category_folds(names, cats, seed=s)[1] != b for s in range(1, 6))
     pool = task_source_for(ENV, {"scenarios": ["wifi_off", "cellular_off", "get_wifi"]})
     assert set(pool.task_ids("train")) | set(pool.task_ids("test")) == {"wifi_off", "cellular_off", "get_wifi"}
 

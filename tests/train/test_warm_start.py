@@ -85,6 +85,30 @@ def test_only_assistant_tokens_are_trained(demos, tokenizer, tool_format):
     assert len(short["input_ids"]) == 50
 
 
+def test_recovered_demonstrations_show_the_repair_and_do_not_train_the_mistake(tokenizer):
+    env_id = "trace/cap-ts-location-dependency-v0"  # reading the location fails until location service is on
+    report = build_demonstrations([env_id], 3, recover_every=2)
+    assert len(report.demos) == 3 and report.recovered == {env_id: 2}  # tasks 0 and 2
+    rec, plain = report.demos[0], report.demos[1]
+    assert not plain.untrained
+    [wrong] = rec.untrained
+    turns = [i for i, m in enumerate(rec.messages) if m.get("role") == "assistant"]
+    assert wrong == turns[0]
+    tool_reply = rec.messages[wrong + 1]
+    assert tool_reply["role"] == "tool" and "Error" in tool_reply["content"]
+    first_call = rec.messages[wrong]["tool_calls"][0]["function"]["name"]
+    retried = [rec.messages[i]["tool_calls"][0]["function"]["name"] for i in turns[1:] if rec.messages[i].get("tool_calls")]
+    assert retried[-1] == first_call and rec.reward == 1.0  # repaired, retried, and still a perfect episode
+    assert not rec.messages[turns[-1]].get("tool_calls")  # and it ends with the message to the user
+    renderer = ChatRenderer(tokenizer, tool_format="smollm2")
+    row = tokenize_demonstration(renderer, rec)
+    spans = _spans(row["input_ids"], row["assistant_masks"], tokenizer)
+    assert len(spans) == len(turns) - 1  # every assistant turn but the mistaken one is trained
+    # an env whose reward counts failed calls (state dependency: check the state first) keeps plain demonstrations
+    strict = build_demonstrations([DEMO_ENV], 2, recover_every=1)
+    assert strict.recovered == {} and len(strict.demos) == 2 and not any(d.untrained for d in strict.demos)
+
+
 def test_envs_without_a_reference_are_refused():
     with pytest.raises(NoReferenceError, match="no reference solution"):
         build_demonstrations(["trace/toolsandbox-v0"], 1)

@@ -46,8 +46,12 @@ def items_from_trajectories(trajectories: list[Any], gold: Callable[[str, Mappin
     items = []
     for t in trajectories:
         task_id, ref = lookup(t.env_id, t.options, t.reset_info)
-        criteria = None if ref is None else {"actions": [dict(a) for a in ref.actions], "communicate_info": list(ref.communicate),
-                                             "categories": [str(c) for c in ref.details.get("categories") or ()]}
+        criteria = None if ref is None else {
+            "actions": [dict(a) for a in ref.actions], "communicate_info": list(ref.communicate),
+            "categories": [str(c) for c in ref.details.get("categories") or ()],
+            # dual control (τ² telecom): the calls the user makes on their own device, from the benchmark's criteria
+            "user_actions": [{"name": a.get("name"), "arguments": dict(a.get("arguments") or {})}
+                             for a in ref.details.get("actions") or () if isinstance(a, Mapping) and a.get("requestor") == "user"]}
         items.append(LabelingItem(trajectory_id(t), t.transcript or t.messages, float(t.reward), task_id, criteria,
                                   ref.write_tools if ref is not None else frozenset()))
     return items

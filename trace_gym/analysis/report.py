@@ -12,6 +12,11 @@ from ..render import fit_table
 __all__ = ["capabilities_table", "plot_capabilities"]
 
 
+def _labelled(run: dict[str, Any]) -> int:
+    """Trajectories of one labeling run on which the capability applied (labelled lacking or present)."""
+    return sum(int(run.get(k, 0)) for k in ("lacking_failed", "present_failed", "lacking_passed", "present_passed"))
+
+
 def capabilities_table(doc: dict[str, Any]) -> Table:
     t = doc["thresholds"]
     table = Table(title=f"Capabilities ({doc['inputs']['n_failed']} failed / {doc['inputs']['n_passed']} passed; "
@@ -21,7 +26,11 @@ def capabilities_table(doc: dict[str, Any]) -> Table:
         table.add_column(col, justify="left" if col == "capability" else "right", no_wrap=True)
     table.caption = "runs: labeling runs passing the thresholds; Cov, ER−, ER+, Δ: means over the runs"
     no_passed = not doc["inputs"]["n_passed"]
-    for s in doc["capabilities"]:
+    shown = [s for s in doc["capabilities"] if s["selected"] or any(_labelled(p) for p in s["per_run"])]
+    if len(shown) < len(doc["capabilities"]):  # e.g. τ²-policy capabilities on a ToolSandbox target: NA everywhere
+        table.caption += (f"; {len(doc['capabilities']) - len(shown)} capabilities that apply to none of these "
+                          "trajectories are left out")
+    for s in shown:
         per = s["per_run"]
         n = max(1, len(per))
         table.add_row(

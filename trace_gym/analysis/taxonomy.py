@@ -4,15 +4,17 @@ Each capability is defined in general terms (not tied to one domain) and, where 
 project ships one, names the starter capability environment in ``envs/`` that trains it.
 :data:`GENERAL_CAPABILITIES` come from τ²-bench-style policy tasks;
 :data:`TOOLSANDBOX_CAPABILITIES` are the behaviours ToolSandbox's scenario categories test
-(the offline labeler marks them NA on tasks whose task source names no such category).
-:data:`TAXONOMY` is both, in that order.
+(the offline labeler marks them NA on tasks whose task source names no such category);
+:data:`TELECOM_CAPABILITIES` are those of dual-control support (τ²-bench telecom: the agent
+instructs, the user operates their own device), needed where the gold solution has actions on
+the user's side or billing writes.  :data:`TAXONOMY` is all three, in that order.
 """
 
 from __future__ import annotations
 
 from .labels import Capability
 
-__all__ = ["TAXONOMY", "GENERAL_CAPABILITIES", "TOOLSANDBOX_CAPABILITIES", "by_name"]
+__all__ = ["TAXONOMY", "GENERAL_CAPABILITIES", "TOOLSANDBOX_CAPABILITIES", "TELECOM_CAPABILITIES", "by_name"]
 
 GENERAL_CAPABILITIES: tuple[Capability, ...] = (
     Capability(
@@ -91,7 +93,32 @@ TOOLSANDBOX_CAPABILITIES: tuple[Capability, ...] = (
     ),
 )
 
-TAXONOMY: tuple[Capability, ...] = GENERAL_CAPABILITIES + TOOLSANDBOX_CAPABILITIES
+TELECOM_CAPABILITIES: tuple[Capability, ...] = (
+    Capability(
+        "device-troubleshooting",
+        "When the fault sits on a device only the user can operate, diagnose it with the user: ask them to run "
+        "checks on their device, then for the one fix the result points to, then for a check that it worked. "
+        "Failures are a device action the solution needs that the user was never asked to do.",
+        starter_env="cap-telecom-mobile-data",
+    ),
+    Capability(
+        "account-device-coordination",
+        "Fix a problem that needs changes on both sides, the account (e.g. enable roaming on the line) and the "
+        "user's device (e.g. turn data roaming on), rather than only one of them. Failures are a required "
+        "account change never made or a required device action never asked of the user.",
+        starter_env="cap-telecom-roaming",
+    ),
+    Capability(
+        "billing-policy-compliance",
+        "Take billing actions only as the policy allows: a payment request only for a bill confirmed overdue "
+        "(the user then pays on their device), data refuelled only up to the allowed amount after the price "
+        "was confirmed. Failures are a billing write on another bill or amount than the task calls for, or on "
+        "a task that must be refused.",
+        starter_env="cap-telecom-plan-billing",
+    ),
+)
+
+TAXONOMY: tuple[Capability, ...] = GENERAL_CAPABILITIES + TOOLSANDBOX_CAPABILITIES + TELECOM_CAPABILITIES
 
 
 def by_name(name: str) -> Capability:

@@ -1,13 +1,16 @@
 """The worlds capability specs are written over: one :class:`CapabilityDomain` per ``domain:`` value.
 
-A spec's ``domain`` names an entry of :data:`DOMAIN_FACTORIES`; :func:`get_domain` builds it
-once.  The spec loader asks the domain which tools exist, which of them write, which tables
+A spec's ``domain`` names an entry of :data:`DOMAIN_FACTORIES` (the built-ins) or a plug-in
+registered through the ``trace_gym.domains`` entry-point group or the ``TRACE_GYM_DOMAINS``
+variable (:mod:`trace_gym.capabilities.plugins`); :func:`get_domain` builds it once.  The spec loader asks the domain which tools exist, which of them write, which tables
 slots may draw from and which may be cloned, and lets it check what only it can check; the
 environment asks it for the exposed tools, a seeded synthetic database, a backend that runs
 calls on that database, and the system prompt.  Generic code never names a domain.
 
 Domains: ``retail`` and ``airline`` (τ²-bench, :class:`Tau2Domain`) and ``toolsandbox``
-(:class:`trace_gym.capabilities.ts_domain.ToolSandboxDomain`).
+(:class:`trace_gym.capabilities.ts_domain.ToolSandboxDomain`); plug-ins on top
+(:func:`domain_names` lists every name).  A plug-in over a plain dict state can be built with
+:class:`trace_gym.capabilities.dict_domain.DictDomain`.
 """
 
 from __future__ import annotations
@@ -15,10 +18,10 @@ from __future__ import annotations
 import importlib
 import random
 from collections.abc import Callable
-from functools import cache
 from typing import Any, Protocol
 
-__all__ = ["CapabilityDomain", "DomainBackend", "DomainToolSet", "Tau2Domain", "DOMAIN_FACTORIES", "get_domain"]
+__all__ = ["CapabilityDomain", "DomainBackend", "DomainToolSet", "Tau2Domain", "DOMAIN_FACTORIES", "get_domain",
+           "domain_names", "reset_domains"]
 
 
 class DomainBackend(Protocol):
@@ -50,10 +53,24 @@ class DomainToolSet(Protocol):
 class CapabilityDomain(Protocol):
     """What the spec loader and :class:`~trace_gym.capabilities.env.CapabilityEnv` ask a domain.
 
+    A domain supplies its tools over its own state (:meth:`tools`, run by :meth:`backend`),
+    which of them write (:meth:`write_tools`), a seeded synthetic-world generator
+    (:meth:`generate`: everything drawn from the ``rng`` it is given, so one seed is one
+    world) and the system prompt.  Built-ins and plug-ins implement this same protocol.
+
+    Optional: ``capabilities()`` — the capabilities the domain's own specs train, as
+    :class:`~trace_gym.analysis.labels.Capability` items (or mappings) whose ``starter_env``
+    is the id of such a spec; ``trace-gym synthesize --domain NAME`` uses those specs as
+    templates (see :func:`trace_gym.capabilities.plugins.domain_capabilities`).
+
     Error contract: :meth:`check_spec` raises :class:`~trace_gym.capabilities.specfile.SpecError`
-    (naming the field) for a spec the domain cannot serve and nothing else; :meth:`tools`,
-    :meth:`backend`, :meth:`system_prompt` raise ``ValueError`` for unknown tool names and
-    :class:`~trace_gym.datadirs.DataDirError` when the domain's data folder is missing.
+    (naming the field) for a spec the domain cannot serve and nothing else; :meth:`tools`
+    raises ``ValueError`` for unknown tool names; :meth:`tools`, :meth:`backend` and
+    :meth:`system_prompt` raise :class:`~trace_gym.datadirs.DataDirError` when the domain's
+    data folder is missing; :meth:`generate` is deterministic in its ``rng`` and returns a
+    dict holding every table :meth:`tables` names; the backend's ``call`` never raises
+    (:class:`DomainBackend`).  A plug-in that breaks this is refused when first built, with
+    one line naming it and the problem (:func:`trace_gym.capabilities.plugins.check_domain`).
     """
 
     name: str
@@ -76,9 +93,15 @@ class Tau2Domain:
         self.name = name
 
     def tool_names(self) -> frozenset[str]:
-        from .spec import GENERIC_TOOLS, READ_TOOLS, WRITE_TOOLS
+        from .spec import DOMAIN_GENERIC_TOOLS, GENERIC_TOOLS, READ_TOOLS, WRITE_TOOLS
 
-        return frozenset(READ_TOOLS[self.name] | WRITE_TOOLS[self.name] | GENERIC_TOOLS)
+        return frozenset(READ_TOOLS[self.name] | WRITE_TOOLS[self.name] | DOMAIN_GENERIC_TOOLS.get(self.name, GENERIC_TOOLS))
+
+    def user_tool_names(self) -> frozenset[str]:
+        """The tools the user runs on their own device (dual control; none outside telecom)."""
+        from .spec import USER_READ_TOOLS, USER_WRITE_TOOLS
+
+        return frozenset(USER_READ_TOOLS.get(self.name, set()) | USER_WRITE_TOOLS.get(self.name, set()))
 
     def write_tools(self) -> frozenset[str]:
         from .spec import WRITE_TOOLS
@@ -96,7 +119,10 @@ class Tau2Domain:
         return CLONABLE[self.name]
 
     def check_spec(self, doc: dict[str, Any], source: str) -> None:
-        return None
+        if self.name == "telecom":  # world sizes, and cases that serve every issue the world can hold
+            from .dual_control import check_telecom_spec
+
+            check_telecom_spec(doc, source)
 
     def tools(self, names: list[str]) -> DomainToolSet:
         from .domain import DomainTools
@@ -115,6 +141,10 @@ class Tau2Domain:
         from .backend import EngineBackend
 
         data = load_domain(self.name)
+        if self.name == "telecom":  # dual control: the world holds the user's device too
+            from .dual_control import DualControlBackend
+
+            return DualControlBackend(data, db)
         return EngineBackend(data, data.base_from(db))
 
     def system_prompt(self) -> str:
@@ -131,13 +161,47 @@ DOMAIN_FACTORIES: dict[str, Callable[[], CapabilityDomain]] = {
     "retail": lambda: Tau2Domain("retail"),
     "airline": lambda: Tau2Domain("airline"),
     "toolsandbox": _toolsandbox,
+    "telecom": lambda: Tau2Domain("telecom"),
 }
 
 
-@cache
+_BUILT: dict[tuple[str, str], CapabilityDomain] = {}  # (name, where it came from) -> the domain, built once
+
+
+def domain_names() -> list[str]:
+    """Every domain a spec may name: the built-ins and the registered plug-ins, sorted (never raises)."""
+    from .plugins import plugin_sources
+
+    return sorted(set(DOMAIN_FACTORIES) | {s.name for s in plugin_sources()[0]})
+
+
 def get_domain(name: str) -> CapabilityDomain:
-    """The domain a spec's ``domain:`` names (``ValueError`` for an unknown one)."""
-    factory = DOMAIN_FACTORIES.get(name)
-    if factory is None:
-        raise ValueError(f"unknown capability domain {name!r}; expected one of {sorted(DOMAIN_FACTORIES)}")
-    return factory()
+    """The domain a spec's ``domain:`` names, built once per process.
+
+    Raises ``ValueError`` for an unknown name (the message lists the known ones, and any
+    malformed ``TRACE_GYM_DOMAINS`` item) and :class:`~trace_gym.capabilities.plugins.DomainPluginError`
+    (a ``ValueError``, one line naming the domain) for a plug-in that cannot be used or a name
+    registered twice.
+    """
+    from . import plugins
+
+    src = plugins.source_for(name, DOMAIN_FACTORIES)
+    key = (name, src.target if src is not None else "")
+    if key not in _BUILT:
+        if src is not None:
+            _BUILT[key] = plugins.build_plugin(src)
+        else:
+            factory = DOMAIN_FACTORIES.get(name)
+            if factory is None:
+                raise ValueError(f"unknown capability domain {name!r}; expected one of {domain_names()}"
+                                 + plugins.unknown_domain_note())
+            _BUILT[key] = factory()
+    return _BUILT[key]
+
+
+def reset_domains() -> None:
+    """Forget every built domain and the entry points read (for tests and after installing a plug-in)."""
+    from .plugins import _entry_point_sources
+
+    _BUILT.clear()
+    _entry_point_sources.cache_clear()

@@ -60,7 +60,10 @@ class CapabilityEnv(ToolEnv):
     the synthetic database, the backend calls run on and the system prompt: for τ²-bench
     domains the project's τ²-bench engine with the episode's database injected
     (:class:`~trace_gym.capabilities.backend.EngineBackend`), for ``toolsandbox`` ToolSandbox's
-    tools over a synthetic world (:mod:`~trace_gym.capabilities.ts_domain`).  A missing data
+    tools over a synthetic world (:mod:`~trace_gym.capabilities.ts_domain`); for ``telecom`` the
+    engine on the agent's records *and* the user's phone (dual control,
+    :mod:`~trace_gym.capabilities.dual_control`): the scripted user's ``do`` rules run the user's
+    own tools on the phone, logged as ``user_call`` events.  A missing data
     folder raises :class:`~trace_gym.datadirs.DataDirError` here, naming the path.
     """
 
@@ -173,7 +176,15 @@ class CapabilityEnv(ToolEnv):
         kw: dict[str, Any] = {"rules": u.get("rules", []), "max_turns": turns}
         if u.get("fallback"):
             kw["fallback"] = list(u["fallback"])
+        if hasattr(self._backend, "user_call"):  # dual control: the user operates their own device
+            kw["device"] = self._user_tool_call
         return ScriptedUser(**kw)
+
+    def _user_tool_call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """One call of the user's own tools on the episode's device (logged as a ``user_call`` event)."""
+        res = self._backend.user_call(name, arguments)
+        self._log.events.append({"kind": "user_call", "name": name, "args": copy_db(arguments), "error": res.error})
+        return res
 
     def _dry_run(self, scenario: Scenario, backend: DomainBackend) -> None:
         for step in scenario.reference:

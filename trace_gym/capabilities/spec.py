@@ -31,7 +31,9 @@ from .templating import FILTERS, placeholders
 __all__ = ["SpecError", "CapabilitySpec", "load_spec", "parse_spec", "check_schema", "check_spec_file", "SCHEMA_PATH", "schema", "READ_TOOLS", "WRITE_TOOLS"]
 
 SCHEMA_PATH = Path(__file__).with_name("schema") / "capability_env.schema.json"
-TABLES = {"retail": ("users", "orders", "products"), "airline": ("users", "reservations", "flights")}
+TABLES = {"retail": ("users", "orders", "products"), "airline": ("users", "reservations", "flights"),
+          # telecom: the agent's tables, plus the one-row ``phone`` material (whose phone, which issue)
+          "telecom": ("customers", "lines", "plans", "bills", "devices", "phone")}
 
 # Kinds of the domain tools (as recorded in the benchmark's tools.json).
 WRITE_TOOLS = {
@@ -39,15 +41,32 @@ WRITE_TOOLS = {
                "modify_pending_order_payment", "modify_user_address", "return_delivered_order_items"},
     "airline": {"book_reservation", "cancel_reservation", "send_certificate", "update_reservation_baggages",
                 "update_reservation_flights", "update_reservation_passengers"},
+    "telecom": {"suspend_line", "resume_line", "send_payment_request", "enable_roaming", "disable_roaming", "refuel_data"},
 }
 READ_TOOLS = {
     "retail": {"find_user_id_by_email", "find_user_id_by_name_zip", "get_order_details", "get_product_details", "get_item_details",
                "get_user_details", "list_all_product_types"},
     "airline": {"get_reservation_details", "get_user_details", "list_all_airports", "search_direct_flight", "search_onestop_flight",
                 "get_flight_status"},
+    "telecom": {"get_customer_by_phone", "get_customer_by_id", "get_customer_by_name", "get_details_by_id",
+                "get_bills_for_customer", "get_data_usage"},
 }
 
 GENERIC_TOOLS = {"calculate", "transfer_to_human_agents"}
+DOMAIN_GENERIC_TOOLS = {"telecom": {"transfer_to_human_agents"}}  # where the domain has not all of GENERIC_TOOLS
+
+# Dual control: the tools the user runs on their own device (the benchmark's user_tools.json), by kind.
+USER_WRITE_TOOLS = {
+    "telecom": {"set_network_mode_preference", "toggle_airplane_mode", "reseat_sim_card", "toggle_data", "toggle_roaming",
+                "toggle_data_saver_mode", "set_apn_settings", "reset_apn_settings", "toggle_wifi", "toggle_wifi_calling",
+                "connect_vpn", "disconnect_vpn", "grant_app_permission", "reboot_device", "make_payment"},
+}
+USER_READ_TOOLS = {
+    "telecom": {"check_status_bar", "check_network_status", "check_network_mode_preference", "run_speed_test", "check_sim_status",
+                "check_data_restriction_status", "check_apn_settings", "check_wifi_status", "check_wifi_calling_status",
+                "check_vpn_status", "check_installed_apps", "check_app_status", "check_app_permissions", "can_send_mms",
+                "check_payment_request"},
+}
 
 
 def domain_tools(domain: str) -> set[str]:
@@ -161,12 +180,19 @@ def load_spec(path: str | Path) -> CapabilitySpec:
 
 def check_spec_file(path: str | Path, text: str | None = None) -> None:
     """The cheap checks of one spec file (``text``: its contents, when already read): the reading
-    limits, the JSON Schema and the id against the file name, without reading any domain data
-    (:func:`load_spec` adds the checks that need the domain).  Raises :class:`SpecError`."""
+    limits, the JSON Schema, the id against the file name and that the domain is registered (a
+    built-in or a plug-in; nothing is imported), without reading any domain data (:func:`load_spec`
+    adds the checks that need the domain).  Raises :class:`SpecError`."""
+    from .domains import domain_names
+
     p = Path(path)
     doc = parse_spec_text(read_spec_text(p) if text is None else text, str(p), json_syntax=p.suffix == ".json")
     check_schema(doc, str(p))
     _check_file_name(p, doc["id"])
+    known = domain_names()
+    if doc["domain"] not in known:
+        raise SpecError(str(p), "domain", f"a registered domain (one of {known}; a plug-in is registered with "
+                        f"TRACE_GYM_DOMAINS or the trace_gym.domains entry points), got {doc['domain']!r}")
 
 
 def _check_file_name(p: Path, spec_id: str) -> None:
@@ -219,6 +245,10 @@ def _check_values(doc: Any, src: str) -> None:
 
 def _check(doc: dict[str, Any], src: str) -> None:
     domain = doc["domain"]
+    try:
+        get_domain(domain)  # an unknown name, or a plug-in domain that cannot be used: the spec's error
+    except ValueError as exc:
+        raise SpecError(src, "domain", str(exc)) from None
     known = sorted(domain_tools(domain))
     for i, t in enumerate(doc["tools"]):
         if t not in known:
@@ -308,7 +338,24 @@ def _check(doc: dict[str, Any], src: str) -> None:
             _check_placeholders(r, roots, src, where)
         if not any(not r.get("gate") for r in c["rewards"]):
             raise SpecError(src, f"{base}.rewards", "at least one component that is not a gate (partial credit comes from those)")
+    _check_user_calls(doc, dom, src)
     dom.check_spec(doc, src)  # what only the domain can check (sizes, fields, slots that can be filled)
+
+
+def _check_user_calls(doc: dict[str, Any], dom: Any, src: str) -> None:
+    """Every scripted-user rule's ``do`` calls name tools the user has on the domain's device (dual control)."""
+    user_tools = getattr(dom, "user_tool_names", None)
+    known = sorted(user_tools()) if user_tools is not None else []
+    places = [("user", doc.get("user") or {})] + [(f"cases[{i}].user", c.get("user") or {}) for i, c in enumerate(doc["cases"])]
+    for base, user in places:
+        for i, rule in enumerate(user.get("rules", [])):
+            for j, step in enumerate(rule.get("do", [])):
+                if not known:
+                    raise SpecError(src, f"{base}.rules[{i}].do", f"no user tool calls: the {doc['domain']} domain has no user-side "
+                                                                   "tools (dual control is telecom's)")
+                if step["call"] not in known:
+                    raise SpecError(src, f"{base}.rules[{i}].do[{j}].call", f"a user tool of the {doc['domain']} domain {known}, "
+                                                                             f"got {step['call']!r}")
 
 
 def _check_knob_refs(node: Any, knobs: dict[str, Any], src: str, where: str) -> None:

@@ -6,7 +6,12 @@ gets the conversation so far (OpenAI chat dicts, the agent's message last) and r
 
 The scripted user answers each agent message with the first rule whose phrases occur in
 it (case-insensitive), else the next fallback line; it ends the conversation on a rule
-marked ``end`` or once it has replied ``max_turns`` times.  The simulated user is a chat
+marked ``end`` or once it has replied ``max_turns`` times.  **Dual control** (telecom): a rule
+with ``do`` also runs the user's own tools on their device — each ``{call, args}`` in order,
+through the ``device`` callable the environment gives (the benchmark engine's user tools on the
+episode's phone) — and its reply is the rule's line followed by each result, so the agent reads
+what the phone showed.  A failed device call is reported in the reply like any result; it never
+raises.  Without a ``device`` the rule only says its line.  The simulated user is a chat
 model (a :class:`~trace_gym.llm.ChatClient`, or any policy with ``act(messages, tools)``)
 that plays the scenario's instructions; when its model fails, the conversation ends with
 a turn that says so (this family's documented fallback).
@@ -14,7 +19,7 @@ a turn that says so (this family's documented fallback).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +40,7 @@ class ScriptedUser:
     rules: list[dict[str, Any]]
     fallback: list[str] = field(default_factory=lambda: list(DEFAULT_FALLBACK))
     max_turns: int = 8
+    device: Callable[[str, dict[str, Any]], Any] | None = None  # dual control: runs one user tool call -> ToolResult
     turns: int = 0
     _fired: set[int] = field(default_factory=set)
     _fallback_i: int = 0
@@ -58,10 +64,17 @@ class ScriptedUser:
                 continue
             if self._matches(rule, text):
                 self._fired.add(i)
-                return UserTurn(rule["say"], end=bool(rule.get("end")) or self.turns >= self.max_turns)
+                return UserTurn(self._act(rule), end=bool(rule.get("end")) or self.turns >= self.max_turns)
         line = self.fallback[min(self._fallback_i, len(self.fallback) - 1)]
         self._fallback_i += 1
         return UserTurn(line, end=self.turns >= self.max_turns)
+
+    def _act(self, rule: dict[str, Any]) -> str:
+        """The rule's line, then the result of each device call it makes (dual control)."""
+        if not rule.get("do") or self.device is None:
+            return rule["say"]
+        shown = [str(getattr(self.device(step["call"], dict(step.get("args") or {})), "content", "")) for step in rule["do"]]
+        return "\n".join([rule["say"], *shown])
 
 
 @dataclass

@@ -31,6 +31,7 @@ COMMANDS = [
     "trace_gym.cli.analyze",
     "trace_gym.cli.synthesize",
     "trace_gym.cli.eval",
+    "trace_gym.cli.card",
     "trace_gym.cli.demo",
     "trace_gym.cli.compare",
     "trace_gym.cli.data",

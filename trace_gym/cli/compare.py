@@ -149,7 +149,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from trace_gym.cli import removing_empty_output
     from trace_gym.compare.pipeline import run_compare, run_scaling
-    from trace_gym.compare.report import rich_scores_table, rich_table
+    from trace_gym.compare.report import rich_paired_table, rich_scores_table, rich_table
     from trace_gym.progress import reporting
 
     def log(msg: str) -> None:
@@ -168,6 +168,9 @@ def _run(args: argparse.Namespace) -> int:
             per_group = rich_scores_table(doc)
             if per_group is not None:
                 console.print(per_group)
+            paired = rich_paired_table(doc)
+            if paired is not None:
+                console.print(paired)
             if doc.get("warm_start"):
                 from trace_gym.compare.report import warm_start_text
 

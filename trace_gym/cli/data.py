@@ -20,7 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--from", dest="source", metavar="PATH_OR_URL",
                    help="a local archive (.tar.gz/.zip), a folder, or an http(s) URL of an archive; with {tag} in "
                         "it, a mirror of the upstream archives (default for tau2: tau2-bench's source archives at "
-                        "the pinned tags on GitHub)")
+                        "the pinned tags on GitHub). For toolsandbox: a copy of the data folder (or an archive of "
+                        "it), or upstream's code (a checkout or archive of apple/ToolSandbox), which is run to "
+                        "export the scenarios; default: the pinned commit's archive from GitHub")
     f.add_argument("--dest", default=None, help="install here instead of the per-user cache")
     f.set_defaults(func=_fetch)
     p.set_defaults(func=_no_verb)
@@ -43,11 +45,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from trace_gym.datafetch import TOOLSANDBOX_HOWTO, DataFetchError, fetch, load_manifest, not_in_source_note
-
-    if args.benchmark == "toolsandbox" and args.source is None:
-        print(TOOLSANDBOX_HOWTO.format(version=load_manifest("toolsandbox")["version"]))
-        raise UsageError("ToolSandbox data cannot be downloaded by trace-gym; see above, then pass --from PATH_OR_URL")
+    from trace_gym.datafetch import DataFetchError, fetch, not_in_source_note
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr)
@@ -58,7 +56,10 @@ def _fetch(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     print(f"installed {result['files']} verified files in {result['path']}")
     if result["derived"]:
-        print(f"derived {len(result['derived'])} of them from the source's Python code: {', '.join(result['derived'])}")
+        how = "by running upstream's code" if args.benchmark == "toolsandbox" else "from the source's Python code"
+        print(f"derived {len(result['derived'])} of them {how}: {', '.join(result['derived'])}")
+    if result.get("kept"):
+        print(f"kept {len(result['kept'])} verified file(s) of the copy already there: {', '.join(result['kept'])}")
     note = not_in_source_note(args.benchmark, result["not_in_source"], result["path"])
     if note:
         print(f"note: {note}")

@@ -44,8 +44,11 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
+    from trace_gym.cli import removing_empty_output
+
     try:
-        run_demo(cfg, console)
+        with removing_empty_output(cfg.out):  # a run that fails before writing anything leaves no folder
+            run_demo(cfg, console)
     except (DataDirError, ModelUnavailableError, WarmStartMismatch) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2

@@ -53,7 +53,8 @@ def _run(args: argparse.Namespace) -> int:
     import trace_gym  # noqa: F401
     from trace_gym.eval.harness import default_tasks, evaluate
     from trace_gym.eval.policies import resolve_policy
-    from trace_gym.eval.report import comparison_table, plot_comparison, report_table
+    from trace_gym.eval.report import comparison_table, paired_difference_table, plot_comparison, report_table
+    from trace_gym.eval.scores import paired_scores
     from trace_gym.io import atomic_write_json
     from trace_gym.progress import reporting
 
@@ -86,10 +87,10 @@ def _run(args: argparse.Namespace) -> int:
         exclude += [g for g in refusal_credited_groups(args.env, tasks, env_kwargs=env_kwargs, base_seed=args.seed)
                     if g not in exclude]
     if exclude:
-        from trace_gym.core.tasks import task_source_for
+        from trace_gym.core.tasks import task_groups, task_source_for
 
         source = task_source_for(args.env, env_kwargs)
-        if all(source.group(t) in exclude for t in tasks):
+        if all(set(exclude) & set(task_groups(source, t)) for t in tasks):
             raise UsageError(f"--exclude-groups {','.join(exclude)} leaves no task to evaluate")
     out = Path(args.out)
     reports = []
@@ -113,9 +114,11 @@ def _run(args: argparse.Namespace) -> int:
         console.print(report_table(doc))
         reports.append(doc)
     atomic_write_json(out / "comparison.json", {"env_id": args.env, "tasks": tasks, "trials": args.trials,
-                                                "excluded_groups": exclude, "reports": reports})
+                                                "excluded_groups": exclude, "reports": reports,
+                                                "paired": paired_scores(reports, seed=args.seed)})
     png = plot_comparison(reports, out / "comparison.png")
     if len(reports) > 1:
         console.print(comparison_table(reports))
+        console.print(paired_difference_table(reports, seed=args.seed))
     console.print(f"wrote {out / 'comparison.json'}" + (f" and {png}" if png else ""))
     return 0

@@ -53,6 +53,8 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--sft-lr", "sft_learning_rate", float, "warm start: learning rate"),
     ("--sft-prefix-grad", "sft_prefix_grad", str,
      "warm start: exact (default) | detached: run each demonstration's prompt without gradient (faster, approximate)"),
+    ("--sft-recover-every", "sft_recover_every", int,
+     "warm start: every Nth demonstration tries the reference's last call first and recovers from its error (0: none)"),
     ("--prefix-grad", "prefix_grad", str, "exact (default) | detached: train the shared prompt prefix, or not (faster, approximate)"),
 ]
 

@@ -129,20 +129,31 @@ TRAIN_FRACTION = 0.6  # of a target without a train/test split
 
 
 def target_splits(env_id: str, *, seed: int, n_train: int | None = None, n_test: int | None = None,
-                  env_kwargs: dict[str, Any] | None = None) -> tuple[list[str], list[str], str]:
+                  env_kwargs: dict[str, Any] | None = None, train_split: str = "train",
+                  test_split: str = "test") -> tuple[list[str], list[str], str]:
     """``(train task ids, held-out task ids, how they were obtained)`` for a target.
 
-    A target whose task source has ``train`` and ``test`` splits uses them; any other
-    target's default split is split here, a seeded 60/40.  ``n_train``/``n_test`` keep
+    A target whose task source has the splits ``train_split`` and ``test_split`` (default ``train`` and
+    ``test``; e.g. ToolSandbox's ``fold_b`` and ``fold_a`` to swap its folds) uses them; any other target's
+    default split is split here, a seeded 60/40, and naming other splits than the defaults raises
+    :class:`~trace_gym.core.tasks.UnknownSplitError`.  The two splits must not share a task.  ``n_train``/``n_test`` keep
     the first tasks of a seeded order of each split, taken in turn from each of the task
     source's report groups (so a few held-out tasks still span the categories).
     """
     from ..core.tasks import task_source_for
 
     src = task_source_for(env_id, env_kwargs)
-    if {"train", "test"} <= set(src.splits()):
-        train, test = src.task_ids("train"), src.task_ids("test")
-        how = f"{env_id}: its own train/test split"
+    if {train_split, test_split} <= set(src.splits()):
+        train, test = src.task_ids(train_split), src.task_ids(test_split)
+        if set(train) & set(test):
+            raise ValueError(f"{env_id}: splits {train_split!r} and {test_split!r} share tasks; pick two that do not")
+        how = (f"{env_id}: its own train/test split" if (train_split, test_split) == ("train", "test")
+               else f"{env_id}: its splits {train_split} (learning) and {test_split} (held out)")
+    elif (train_split, test_split) != ("train", "test"):
+        from ..core.tasks import UnknownSplitError
+
+        missing = [s for s in (train_split, test_split) if s not in src.splits()]
+        raise UnknownSplitError(f"{env_id} has no split {', '.join(map(repr, missing))}; its splits are {list(src.splits())}")
     else:
         every = src.task_ids()
         shuffled = _seeded_order(every, seed)

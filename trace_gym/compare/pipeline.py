@@ -78,6 +78,8 @@ class CompareConfig:
     eval_seed: int = 1000
     n_train_tasks: int | None = None
     n_test_tasks: int | None = None
+    train_split: str = "train"  # the target's split every method learns from (e.g. fold_b to swap ToolSandbox's folds)
+    test_split: str = "test"    # the held-out split every method is evaluated on (e.g. fold_a)
     train_tasks: list[Any] | None = None  # explicit task lists (override the split)
     test_tasks: list[Any] | None = None
     env_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -102,6 +104,9 @@ class CompareConfig:
     # TRACE only: each capability adapter is first SFT'd on this many reference episodes of its own env (train
     # split, the ``sft_*`` settings of ``train``), charged to TRACE's budget one rollout each (0: GRPO alone).
     cap_warm_demos: int = 0
+    # TRACE only: GRPO steps per capability adapter after its warm start (None: as many as the budget allows, up to
+    # max_train_steps; 0: SFT-only adapters, said in the method's note)
+    trace_grpo_steps: int | None = None
     embedder: str | None = None
     # GEPA
     gepa_minibatch: int = 3
@@ -137,10 +142,29 @@ class CompareConfig:
             raise ValueError(f"cap_warm_demos must be >= 0, got {self.cap_warm_demos}")
         if "single" in self.methods and "trace" not in self.methods:
             raise ValueError("method 'single' reuses the adapters trained by 'trace'; add 'trace'")
+        if self.trace_grpo_steps is not None and self.trace_grpo_steps < 0:
+            raise ValueError(f"trace_grpo_steps must be >= 0 (0: SFT-only adapters), got {self.trace_grpo_steps}")
+        if self.trace_grpo_steps == 0 and not self.cap_warm_demos and "trace" in self.methods:
+            raise ValueError("trace_grpo_steps = 0 trains SFT-only adapters: set cap_warm_demos to how many reference "
+                             "episodes each adapter learns from")
+        if "trace" in self.methods and self.cap_warm_demos:
+            self._check_warm_budget()
         from ..pipeline.warm import check_warm_fields
 
         check_warm_fields(self)
         return self
+
+    def _check_warm_budget(self) -> None:
+        """TRACE's budget must hold its base rollouts, calibration, one adapter's warm-start demonstrations and
+        routing; raises ``ValueError`` naming what is short and what to pass."""
+        n_base = self.base_tasks if self.base_tasks is not None else max(1, int(self.base_fraction * self.budget) // max(1, self.base_samples))
+        need = {"base rollouts": n_base * self.base_samples, "calibration": self.calib_seeds * self.calib_samples,
+                "warm-start demonstrations": self.cap_warm_demos, "routing": self.routing_seeds}
+        if sum(need.values()) > self.budget:
+            parts = ", ".join(f"{k} {v}" for k, v in need.items())
+            raise ValueError(f"budget {self.budget} is too small for TRACE's capability warm start: it needs "
+                             f"{sum(need.values())} rollouts ({parts}); pass a budget of at least {sum(need.values())} "
+                             "or a smaller cap_warm_demos")
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _RUNTIME}
@@ -295,7 +319,8 @@ def trace_plan(cfg: CompareConfig, budget: RolloutBudget, root: Path, tasks: lis
         seed=cfg.seed, min_capabilities=cfg.min_capabilities, max_capabilities=cfg.max_capabilities,
         cap_env_kwargs=cfg.cap_env_kwargs, calib_seeds=cfg.calib_seeds, calib_samples=cfg.calib_samples, mastered=cfg.mastered,
         band=tuple(cfg.band) if cfg.band else None, tune_rounds=cfg.tune_rounds,
-        train=cfg.train, max_train_steps=cfg.max_train_steps, warm_demos=cfg.cap_warm_demos,
+        train=cfg.train, max_train_steps=cfg.max_train_steps if cfg.trace_grpo_steps is None else cfg.trace_grpo_steps,
+        warm_demos=cfg.cap_warm_demos,
         name_adapter=lambda i, cap: f"cap-{i}-{cap}",
         routing_seeds=cfg.routing_seeds, embedder=cfg.embedder, budget=budget,
         rollouts_path=root / "trace" / "base_rollouts.jsonl", index_path=root / "trace" / "router_index")
@@ -321,6 +346,10 @@ def _trace(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any], st: S
     out["adapters"] = [a.to_dict() for a in run.adapters]
     if run.note:
         out["note"] = run.note
+    if cfg.trace_grpo_steps == 0 and run.adapters:
+        out["note"] = (out.get("note", "") + "; " if out.get("note") else "") + (
+            f"SFT-only adapters (trace_grpo_steps = 0): each learned from {cfg.cap_warm_demos} reference episodes of its "
+            "capability env, no GRPO (at CPU budgets GRPO after the warm start lowered the score: learning_cpu.py)")
     ledger = RolloutBudget(B, root / "trace" / "budget.json")
     out["rollouts"] = ledger.used
     out["budget"] = ledger.to_dict()
@@ -381,7 +410,8 @@ def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: P
 def _splits(cfg: CompareConfig) -> dict[str, Any]:
     if cfg.train_tasks is not None and cfg.test_tasks is not None:
         return {"train": list(cfg.train_tasks), "test": list(cfg.test_tasks), "source": "given in the config"}
-    train, test, how = M.target_splits(cfg.target, seed=cfg.seed, n_train=cfg.n_train_tasks, n_test=cfg.n_test_tasks)
+    train, test, how = M.target_splits(cfg.target, seed=cfg.seed, n_train=cfg.n_train_tasks, n_test=cfg.n_test_tasks,
+                                       train_split=cfg.train_split, test_split=cfg.test_split)
     return {"train": train, "test": test, "source": how}
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from ..io import atomic_write_text
 
 __all__ = ["warm_start_text", "table_rows", "markdown_table", "rich_table", "rich_scores_table", "scores_markdown", "ledger_markdown",
+           "paired_rows", "paired_markdown", "rich_paired_table",
            "plot_methods", "render_outputs", "render_scaling", "plot_scaling", "redraw"]
 
 LABELS = {"base": "base", "grpo": "GRPO on target", "gepa": "GEPA", "trace": "TRACE (routed)",
@@ -56,7 +57,7 @@ def _scores(doc: dict[str, Any]) -> dict[str, Any]:
 def scores_markdown(doc: dict[str, Any]) -> str:
     """Per report group (a ToolSandbox category): mean reward [95% CI] · perfect/episodes of each method, and
     the refusal floor of the same tasks (empty when the evaluations carry no graded scores)."""
-    from ..pipeline.scores import scores_table
+    from ..eval.scores import scores_table
 
     named = _scores(doc)
     if not named:
@@ -66,6 +67,42 @@ def scores_markdown(doc: dict[str, Any]) -> str:
     lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
     return ("\n\nPer group on the held-out tasks: mean reward [95% CI] · perfect (reward 1) episodes / episodes; "
             "refusal floor: mean reward · perfect / tasks of an agent that refuses everything.\n\n" + "\n".join(lines) + "\n")
+
+
+def paired_rows(doc: dict[str, Any]) -> list[list[str]]:
+    """Every method minus the base model (the first method), per report group and overall, on the held-out
+    tasks both played: mean reward difference [95% paired bootstrap CI] better/worse/equal (header first)."""
+    from ..eval.scores import paired_scores, paired_table
+
+    evals = [{**r["eval"], "spec": LABELS.get(m, m)} for m, r in doc["methods"].items() if r.get("eval", {}).get("rewards")]
+    return paired_table(paired_scores(evals, seed=int(doc.get("eval_seed", 0) or 0)))
+
+
+def paired_markdown(doc: dict[str, Any]) -> str:
+    rows = paired_rows(doc)
+    if not rows:
+        return ""
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return ("\n\nPaired differences against the first method on the same held-out tasks: mean reward difference "
+            "[95% paired bootstrap CI] tasks better/worse/equal.\n\n" + "\n".join(lines) + "\n")
+
+
+def rich_paired_table(doc: dict[str, Any]):
+    """:func:`paired_rows` as a terminal table (``None`` with fewer than two evaluated methods)."""
+    from rich.table import Table
+
+    from ..render import fit_table
+
+    rows = paired_rows(doc)
+    if not rows:
+        return None
+    t = Table(title="paired differences on the same tasks: mean [95% CI] better/worse/equal")
+    for i, c in enumerate(rows[0]):
+        t.add_column(c, justify="left" if i == 0 else "right")
+    for r in rows[1:]:
+        t.add_row(*r, style="bold" if r[0] == "overall" else None)
+    return fit_table(t, "group")
 
 
 def ledger_markdown(doc: dict[str, Any]) -> str:
@@ -117,7 +154,7 @@ def markdown_table(doc: dict[str, Any]) -> str:
             tail += f"| {s['domain']} | {s['split']} | {s['n_tasks']} | {_fmt(s['pass1'])} | {s['mean_reward']:.3f} |\n"
         if survey.get("all_zero"):
             tail += "\nThe base model scores 0 on every surveyed domain and split.\n"
-    return head + "\n".join(lines) + "\n" + scores_markdown(doc) + ledger_markdown(doc) + tail
+    return head + "\n".join(lines) + "\n" + scores_markdown(doc) + paired_markdown(doc) + ledger_markdown(doc) + tail
 
 
 def rich_table(doc: dict[str, Any]):
@@ -140,7 +177,7 @@ def rich_scores_table(doc: dict[str, Any]):
     """The per-group scores of :func:`scores_markdown` as a terminal table (``None`` without graded scores)."""
     from rich.table import Table
 
-    from ..pipeline.scores import scores_table
+    from ..eval.scores import scores_table
     from ..render import fit_table
 
     named = _scores(doc)

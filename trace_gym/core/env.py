@@ -51,10 +51,14 @@ from .spaces import DEFAULT_MAX_LENGTH, TextSpace
 from .toolcalls import ParsedAction, parse_action
 from .tools import ToolResult, ToolSet
 
-__all__ = ["ToolEnv", "Episode", "render_messages"]
+__all__ = ["ToolEnv", "Episode", "render_messages", "LIMIT_REASONS", "TRUNCATED"]
 
 FEEDBACK_NAME = "env_feedback"
 TRUNCATED = "max_steps"  # the termination reason that means truncation
+# Termination reasons that mean a limit stopped the conversation, not its participants
+# (an env's own message cap, the policy's context length): an episode that ends for one of
+# these did not end with the agent's answer.
+LIMIT_REASONS = frozenset({TRUNCATED, "max_messages", "context_length"})
 
 
 @dataclass(slots=True)

@@ -26,6 +26,7 @@ __all__ = [
     "UnknownTaskError",
     "find_task_source",
     "task_source",
+    "task_groups",
     "task_source_for",
 ]
 
@@ -87,7 +88,10 @@ class TaskSource(Protocol):
     * ``gold(task_id)`` is the task's :class:`Gold` reference, or ``None`` when the benchmark
       has none for it.
     * ``group(task_id)`` is a short, stable label to group results by in reports (a domain,
-      a category, a case).
+      a category, a case).  A source whose tasks belong to several report groups at once (a
+      ToolSandbox scenario carries several categories) may also offer ``groups(task_id)``, the
+      non-empty tuple of every group the task counts in, ``group(task_id)`` first or among them;
+      :func:`task_groups` asks for it and falls back to ``(group(task_id),)``.
     * ``task_id_of(info, options)`` names the task an episode played from its reset ``info``
       and reset ``options``, or returns ``None`` when they do not say.
     * ``domain`` is the tool domain the tasks are played in when capability environments can
@@ -154,6 +158,14 @@ def task_source(env: Any) -> TaskSource:
             "trace_gym.core.tasks.TaskSource (task ids per split, reset options, gold reference, groups)"
         )
     return src
+
+
+def task_groups(source: TaskSource, task_id: str) -> tuple[str, ...]:
+    """Every report group ``task_id`` counts in: the source's optional ``groups(task_id)`` when it
+    offers one (a task with three categories counts in three groups), else ``(group(task_id),)``."""
+    many = getattr(source, "groups", None)
+    found = tuple(str(g) for g in many(task_id)) if callable(many) else ()
+    return found or (str(source.group(task_id)),)
 
 
 def task_source_for(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> TaskSource:

@@ -9,19 +9,33 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..eval.report import comparison_table, report_table
+from ..eval.report import comparison_table, paired_difference_table, report_table
 from ..io import atomic_write_json
-from ..pipeline import Evaluation, StageStore, evaluate_policies, run_trace
+from ..pipeline import Evaluation, StageStore, Target, evaluate_policies, run_trace
 from ..progress import reporting
 from ..render import fit_table
 from .config import DemoConfig
-from .stages import Context, demo_plan, rows_for, show, spread, summarize
+from .stages import Context, demo_plan, held_out_route, rows_for, show, spread, summarize
 
 __all__ = ["run_demo", "prepare_model", "verdict", "summary_table", "print_summary"]
 
 
 def verdict(found: dict[str, Any]) -> str:
-    """One honest sentence comparing routed with base on the held-out tasks."""
+    """One honest sentence comparing routed with base on the held-out tasks (and, when it was measured, the
+    adapter with base on held-out seeds of its own capability env)."""
+    text = _target_verdict(found)
+    cap = found.get("capability_env")
+    adapter = next((k for k in cap or {} if k.startswith("adapter:")), None)
+    if cap and adapter and cap.get("base"):
+        pd = (cap[adapter].get("vs_first") or {}).get("overall") or {}
+        text += (f". On {len(cap['tasks'])} held-out seeds of its own env {cap['env_id']}: base "
+                 f"{cap['base']['mean_reward']:.3f} → adapter {cap[adapter]['mean_reward']:.3f}")
+        if pd.get("n_tasks"):
+            text += f" (paired {pd['value']:+.3f} [{pd['low']:+.3f}, {pd['high']:+.3f}])"
+    return text
+
+
+def _target_verdict(found: dict[str, Any]) -> str:
     base, routed = found.get("base"), found.get("routed")
     if base is None:
         return "no evaluation was run"
@@ -35,11 +49,20 @@ def verdict(found: dict[str, Any]) -> str:
         nums += f", perfect {sb['perfect']} → {sr['perfect']} of {sb['episodes']}"
         if "floor" in sb:
             nums += f"; refusing everything scores {sb['floor']['mean']:.3f}"
+    pd = (routed.get("vs_first") or {}).get("overall")
+    if pd and pd.get("n_tasks"):
+        nums += (f"; paired difference {pd['value']:+.3f} [95% CI {pd['low']:+.3f}, {pd['high']:+.3f}], "
+                 f"{pd['wins']} tasks better, {pd['losses']} worse, {pd['ties']} equal")
+        significant = pd["low"] > 0 or pd["high"] < 0
+    else:
+        significant = False
     if d > 1e-9:
-        return f"routed adapters improved on the held-out tasks ({nums}); with so few tasks this is not significant"
+        return (f"routed adapters improved on the held-out tasks ({nums})"
+                + ("" if significant else "; the interval includes 0, so this is not significant"))
     if d < -1e-9:
-        return f"routed adapters did worse on the held-out tasks ({nums}): the tiny training budget did not help this model"
-    return f"no improvement on the held-out tasks ({nums}): the tiny training budget did not change the outcome"
+        return (f"routed adapters did worse on the held-out tasks ({nums})"
+                + ("" if significant else "; the interval includes 0, so this is not significant"))
+    return f"no change on the held-out tasks ({nums})"
 
 
 def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, Any]:
@@ -55,7 +78,7 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, Any]:
     console.rule(f"[bold]trace-gym demo[/bold]: {cfg.model} on {cfg.target} → {cfg.out}")
     rows_spec = rows_for(cfg)
     titles = {stage: title for _, title, stages in rows_spec for stage in stages}
-    titles.update(synthesis="3. synthesis", calibration="3. calibration")
+    titles.update(synthesis="3a. synthesis", calibration="3b. calibration")
 
     def starting(msg: str) -> None:  # the store announces each stage it runs
         name = msg.split()[1]
@@ -87,10 +110,20 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, Any]:
             target, policies, tasks, cfg.eval_trials, cfg.out / "eval", base_seed=cfg.seed,
             batch_size=cfg.batch_size, on_report=lambda doc: console.print(report_table(doc))),
             Evaluation)
+        capability = capability_check(ctx, store)
     finished("evaluation", evaluation)
     if len(evaluation.reports) > 1:
         console.print(comparison_table(evaluation.reports))
     console.print(scores_rich_table(evaluation.reports))
+    paired = paired_difference_table(evaluation.reports, seed=cfg.seed)
+    if paired is not None:
+        console.print(paired)
+    held_out_route(ctx, evaluation)
+    if capability is not None:
+        console.rule(f"capability env: base vs adapter on {len(capability.tasks)} held-out seeds")
+        for doc in capability.reports:
+            console.print(report_table(doc))
+        console.print(paired_difference_table(capability.reports, seed=cfg.seed))
     rows = []
     for row, title, stages in rows_spec:
         recs = [store.records[s] for s in stages if s in store.records]
@@ -98,6 +131,14 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, Any]:
         rows.append({"stage": row, "title": title, "seconds": round(sum(r.seconds for r in recs), 1),
                      "cpu_seconds": round(sum(r.cpu_seconds for r in recs), 1), "headline": headline, "found": found,
                      "artifacts": artifacts, "resumed": bool(recs) and all(r.resumed for r in recs)})
+    if capability is not None:
+        from ..eval.scores import paired_scores
+
+        paired = paired_scores(capability.reports, seed=cfg.seed)
+        rows[-1]["found"]["capability_env"] = {
+            "env_id": capability.reports[0]["env_id"], "tasks": capability.tasks,
+            **{d["spec"]: {"mean_reward": d["mean_reward"], **({"vs_first": paired[d["spec"]]} if d["spec"] in paired else {})}
+               for d in capability.reports}}
     summary = {
         "config": cfg.to_dict(),
         "stages": rows,
@@ -107,6 +148,26 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, Any]:
     atomic_write_json(cfg.out / "summary.json", summary)
     print_summary(console, summary, cfg.out / "summary.json")
     return summary
+
+
+def capability_check(ctx: Context, store: StageStore) -> Evaluation | None:
+    """The first adapter against the base model on held-out seeds (the test split) of its own capability env:
+    the number the adapter's training moves first.  ``None`` without an adapter or with ``cap_eval_seeds`` 0."""
+    training = ctx.results.get("training")
+    calibration = ctx.results.get("calibration")
+    if not ctx.cfg.cap_eval_seeds or training is None or not training.adapters or calibration is None:
+        return None
+    from ..pipeline.stages import _register, env_kwargs_for
+
+    a = training.adapters[0]
+    row = next(e for e in calibration.envs if e["capability"] == a.capability)
+    _register([row["spec"]])  # a resumed run registers the synthesized env again
+    target = Target(a.env_id, env_kwargs_for(row, {"max_steps": ctx.cfg.cap_max_steps}))
+    tasks = target.task_ids("test")[: ctx.cfg.cap_eval_seeds]
+    policies = {"base": lambda: ctx.load("base"), f"adapter:{a.adapter}": lambda: ctx.load(f"adapter:{a.adapter}")}
+    return store.run("capability_check", lambda: evaluate_policies(
+        target, policies, tasks, 1, ctx.out / "eval_capability", base_seed=ctx.cfg.seed, batch_size=ctx.cfg.batch_size),
+        Evaluation)
 
 
 def prepare_model(ctx: Context, store: StageStore, on_stage: Any = None) -> str:
@@ -126,7 +187,7 @@ def prepare_model(ctx: Context, store: StageStore, on_stage: Any = None) -> str:
 
 def scores_rich_table(reports: list[dict[str, Any]]) -> Table:
     """Mean reward [95% CI] · perfect/episodes per report group, one column per evaluated policy, refusal floor last."""
-    from ..pipeline import scores_table
+    from ..eval.scores import scores_table
 
     rows = scores_table({d["spec"]: d["scores"] for d in reports if d.get("scores")}, "group")
     table = Table(title="held-out tasks per group: mean reward [95% CI] · perfect/episodes",

@@ -32,14 +32,14 @@ from .config import DemoConfig
 from .flawed import demo_tasks
 from .guard import ContextGuard
 
-__all__ = ["Context", "ROWS", "WARM_ROW", "rows_for", "demo_plan", "demo_tasks", "show", "summarize"]
+__all__ = ["Context", "ROWS", "WARM_ROW", "rows_for", "demo_plan", "demo_tasks", "show", "summarize", "held_out_route"]
 
 # The demo's summary rows: title and the pipeline stages each covers, in TRACE order.
 ROWS: list[tuple[str, str, tuple[str, ...]]] = [
     ("rollouts", "1. base rollouts", ("rollouts",)),
     ("analysis", "2. analysis", ("analysis",)),
     ("synthesis", "3. synthesis + calibration", ("synthesis", "calibration")),
-    ("training", "4. training (GRPO + LoRA)", ("training",)),
+    ("training", "4. training (LoRA: SFT, GRPO)", ("training",)),
     ("routing", "5. routing", ("routing",)),
     ("evaluation", "6. evaluation", ("evaluation",)),
 ]
@@ -188,6 +188,7 @@ def demo_plan(ctx: Context) -> tuple[TracePlan, dict[str, Any]]:
              "learning_rate": cfg.learning_rate, "lora_r": cfg.lora_r, "lora_alpha": 2 * cfg.lora_r, "max_resamples": 0,
              "max_turns": cfg.train_max_turns, "progress": True,
              "sft_max_steps": cfg.cap_warm_steps, "sft_learning_rate": cfg.warm_start_lr, "sft_prefix_grad": "detached",
+             "sft_recover_every": cfg.cap_warm_recover_every,
              # ~5k-token τ² prompts: without checkpointing a real model's backward pass needs >24 GB
              "gradient_checkpointing": cfg.model != "tiny" if cfg.gradient_checkpointing is None
              else cfg.gradient_checkpointing}
@@ -253,6 +254,11 @@ def show(ctx: Context, name: str, result: Any) -> None:
                           f"solution {'–' if ref is None else format(ref, '.2f')}")
     elif name == "training":
         for a in result.adapters:
+            if a.demonstrations and not a.steps:
+                console.print(f"adapter {a.adapter}: SFT only, on {a.demonstrations} reference episodes of its env "
+                              f"({cfg.cap_warm_steps} steps; no GRPO: at CPU budgets GRPO after the warm start lowered "
+                              "the score, see benchmarks/learning_cpu.py)")
+                continue
             warm = f"warm start on {a.demonstrations} reference episodes of its env, then " if a.demonstrations else ""
             console.print(f"adapter {a.adapter}: {warm}{a.steps} GRPO steps, {a.trainer_rollouts or 0} rollouts, reward per step "
                           f"{[round(r, 2) for _, r in a.reward_curve]}")
@@ -263,6 +269,37 @@ def show(ctx: Context, name: str, result: Any) -> None:
         console.print(f"router index: {result.index_examples} examples; routing accuracy on the {result.n} target "
                       f"trajectories (truth = analysis labels): {result.accuracy:.2f}")
         console.print(f"confusion (true → predicted): {result.confusion}")
+        for line in result.missing:
+            console.print(f"[yellow]warning:[/yellow] {line}", highlight=False)
+
+
+def held_out_route(ctx: Context, evaluation: Any) -> dict[str, Any] | None:
+    """Where the router sent the held-out tasks against where the analysis says they belong (labels of the
+    base model's own held-out episodes); printed as a confusion table and written to ``routing_held_out.json``.
+    ``None`` when no routed policy was evaluated."""
+    from ..eval.floor import RefusalPolicy
+    from ..pipeline.learn import held_out_routing
+    from ..rollout import TrajectoryStore
+
+    r = ctx.results
+    routing, training, analysis = r.get("routing"), r.get("training"), r.get("analysis")
+    specs = [d["spec"] for d in evaluation.reports]
+    if "routed" not in specs or routing is None or routing.skipped or training is None or analysis is None:
+        return None
+    store = ctx.out / "eval" / "base" / "episodes.jsonl"
+    base = [t for t in TrajectoryStore(store).load() if t.policy_id != RefusalPolicy.policy_id]
+    rep = held_out_routing(base, analysis, training.adapters, routing.index, seed=ctx.cfg.seed)
+    atomic_write_json(ctx.out / "routing_held_out.json", rep)
+    table = Table(title=f"routing of the {rep['n']} held-out episodes: analysis label (rows) → routed to (columns)")
+    cols = sorted({p for row in rep["confusion"].values() for p in row} | set(rep["confusion"]))
+    table.add_column("label")
+    for c in cols:
+        table.add_column(c, justify="right")
+    for truth in sorted(rep["confusion"]):
+        table.add_row(truth, *[str(rep["confusion"][truth].get(c, 0)) for c in cols])
+    table.caption = f"accuracy {rep['correct']}/{rep['n']} = {rep['accuracy']:.2f}"
+    ctx.console.print(fit_table(table, "label"))
+    return rep
 
 
 def _curve_ends(a: Any) -> tuple[Any, Any]:
@@ -304,7 +341,10 @@ def summarize(ctx: Context, row: str, extra: dict[str, Any]) -> tuple[dict[str, 
                     "rollouts": a.trainer_rollouts, "reward_first": _curve_ends(a)[0], "reward_last": _curve_ends(a)[1]}
                    for a in adapters]
         arts = [_rel(ctx.adapters_dir / "manifest.json")] + [_rel(t["path"]) for t in trained] if trained else []
-        head = ", ".join(f"{t['name']} ({t['steps']} steps, reward {t['reward_first']}→{t['reward_last']})" for t in trained)
+        for t, a in zip(trained, adapters, strict=True):
+            t["demonstrations"] = a.demonstrations
+        head = ", ".join(f"{t['name']} (SFT only, {t['demonstrations']} reference episodes)" if not t["steps"] else
+                         f"{t['name']} ({t['steps']} steps, reward {t['reward_first']}→{t['reward_last']})" for t in trained)
         return {"adapters": trained}, arts, head or "no adapter (no capability env)"
     if row == "routing":
         res = r.get("routing")
@@ -316,9 +356,13 @@ def summarize(ctx: Context, row: str, extra: dict[str, Any]) -> tuple[dict[str, 
         return found, arts, f"accuracy {res.correct}/{res.n} = {res.accuracy:.2f} (index: {res.index_examples})"
     res = r["evaluation"]
     found = {"tasks": res.tasks, "trials": res.trials}
+    from ..eval.scores import paired_scores
+
+    paired = paired_scores(res.reports, seed=ctx.cfg.seed)
     for d in res.reports:
         found[d["spec"]] = {"mean_reward": d["mean_reward"], "pass^1": d["pass_hat_k"]["1"]["value"],
-                            "context_overflows": d.get("context_overflows", 0), "scores": d.get("scores")}
+                            "context_overflows": d.get("context_overflows", 0), "scores": d.get("scores"),
+                            **({"vs_first": paired[d["spec"]]} if d["spec"] in paired else {})}
     head = "; ".join(f"{d['spec']}: mean reward {d['mean_reward']:.3f}, pass^1 {d['pass_hat_k']['1']['value']:.3f}"
                      for d in res.reports)
     return found, [_rel(a) for a in res.artifacts()], head

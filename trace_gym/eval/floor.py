@@ -84,12 +84,13 @@ def refusal_credited_groups(env_id: str, tasks: Sequence[str] | None = None, *, 
     ``tasks`` defaults to the env's default split.  These are the groups to leave out
     (``evaluate(..., exclude_groups=...)``) where a number claims that an agent learned.
     """
-    from ..core.tasks import task_source_for
+    from ..core.tasks import task_groups, task_source_for
 
     source = task_source_for(env_id, dict(env_kwargs or {}))
     ids = [str(t) for t in (tasks if tasks is not None else source.task_ids(None))]
     floor, _ = refusal_floor(env_id, ids, base_seed=base_seed, env_kwargs=env_kwargs)
     groups: dict[str, list[str]] = defaultdict(list)
     for t in ids:
-        groups[source.group(t)].append(t)
+        for g in task_groups(source, t):
+            groups[g].append(t)
     return sorted(g for g, v in floor_by_group(floor, groups).items() if v >= threshold)

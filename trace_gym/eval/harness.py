@@ -6,13 +6,20 @@ uses seed ``base_seed + j``.  Which tasks a split holds, the reset options that 
 a task and the group a task is reported in come from the env's task source
 (:mod:`trace_gym.core.tasks`), so any env that offers one can be evaluated.
 
+A task counts in every report group its source puts it in
+(:func:`~trace_gym.core.tasks.task_groups`: a ToolSandbox scenario in each of its categories).
+The report records, per episode, whether the agent ended it with a message to the user
+(``ended``), and its document carries the graded scores per group
+(:func:`trace_gym.eval.scores.graded_scores`: mean reward with an interval, perfect count,
+ended share, floor).
+
 Beside the policy's numbers the report can carry the **refusal floor**
 (:mod:`trace_gym.eval.floor`): what refusing everything scores on the same tasks, per
 group.  It is added when the task source sets ``refusal_floor = True`` (ToolSandbox does)
 or when ``floor=True`` is passed; its episodes do not count as the policy's rollouts.
-``exclude_groups`` leaves whole report groups out (e.g. the groups where refusing
-already earns credit, :func:`~trace_gym.eval.floor.refusal_credited_groups`), for a
-number that claims learning.
+``exclude_groups`` leaves out every task that counts in one of those groups (e.g. the
+groups where refusing already earns credit,
+:func:`~trace_gym.eval.floor.refusal_credited_groups`), for a number that claims learning.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.outcome import is_success
-from ..core.tasks import task_source_for
+from ..core.tasks import task_groups, task_source_for
 from .floor import refusal_floor, wants_floor
 from .metrics import PassK, bootstrap_pass_hat_k
 
@@ -48,12 +55,13 @@ class EvalReport:
     trials: int
     results: dict[str, list[bool]]          # task id -> success per trial
     rewards: dict[str, list[float]]          # task id -> reward per trial
-    groups: dict[str, list[str]] = field(default_factory=dict)  # group -> task ids
+    groups: dict[str, list[str]] = field(default_factory=dict)  # group -> task ids (a task may be in several)
     rollouts: int = 0
     wall_s: float = 0.0
     floor: dict[str, float] = field(default_factory=dict)     # task id -> the refusal policy's reward
     floor_rollouts: int = 0
     excluded: dict[str, list[str]] = field(default_factory=dict)  # group left out -> its task ids
+    ended: dict[str, list[bool]] = field(default_factory=dict)  # task id -> the agent ended the episode, per trial
 
     def pass_k(self, k: int, tasks: Sequence[str] | None = None, seed: int = 0) -> PassK:
         res = self.results if tasks is None else {t: self.results[t] for t in tasks}
@@ -64,9 +72,19 @@ class EvalReport:
         vals = [r for t in ts for r in self.rewards[t]]
         return sum(vals) / len(vals) if vals else 0.0
 
+    def task_groups(self) -> dict[str, list[str]]:
+        """task id -> every group it is reported in."""
+        out: dict[str, list[str]] = {t: [] for t in self.results}
+        for g, ts in sorted(self.groups.items()):
+            for t in ts:
+                out.setdefault(t, []).append(g)
+        return out
+
     def to_dict(self) -> dict[str, Any]:
+        from .scores import attach_scores
+
         ks = range(1, self.trials + 1)
-        return {
+        return attach_scores({
             "env_id": self.env_id, "policy": self.policy_id, "trials": self.trials, "n_tasks": len(self.results),
             "rollouts": self.rollouts, "wall_s": self.wall_s, "mean_reward": self.mean_reward(),
             "pass_hat_k": {str(k): vars(self.pass_k(k)) for k in ks},
@@ -74,9 +92,9 @@ class EvalReport:
                            "perfect": sum(1 for t in ts for s in self.results[t] if s),
                            "pass_hat_k": {str(k): vars(self.pass_k(k, ts)) for k in ks}}
                        for g, ts in sorted(self.groups.items())},
-            "results": self.results, "rewards": self.rewards,
+            "results": self.results, "rewards": self.rewards, "ended": self.ended, "task_groups": self.task_groups(),
             **self._floor_dict(),
-        }
+        })
 
     def _floor_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -123,9 +141,10 @@ def evaluate(env_id: str, policy: Any, tasks: Sequence[str], trials: int, *, sto
     if exclude_groups:
         drop = set(exclude_groups)
         for task, _ in plan:
-            if source.group(task) in drop:
-                excluded[source.group(task)].append(task)
-        plan = [(task, opts) for task, opts in plan if source.group(task) not in drop]
+            for g in task_groups(source, task):
+                if g in drop:
+                    excluded[g].append(task)
+        plan = [(task, opts) for task, opts in plan if drop.isdisjoint(task_groups(source, task))]
         if not plan:
             raise ValueError(f"exclude_groups={sorted(drop)} leaves no task to evaluate")
     st = TrajectoryStore(store) if store is not None else None
@@ -134,6 +153,7 @@ def evaluate(env_id: str, policy: Any, tasks: Sequence[str], trials: int, *, sto
     by_key = {tr.key: tr for tr in st.load()} if st is not None else {}
     results: dict[str, list[bool]] = {}
     rewards: dict[str, list[float]] = {}
+    ended: dict[str, list[bool]] = {}
     groups: dict[str, list[str]] = defaultdict(list)
     bar = track(f"eval {policy.policy_id} on {env_id}", total=len(plan) * trials)
 
@@ -158,11 +178,13 @@ def evaluate(env_id: str, policy: Any, tasks: Sequence[str], trials: int, *, sto
         trajs = [by_key[episode_key(env_id, policy.policy_id, s, opts)] for s in seeds]
         results[task] = [is_success(tr.reward, success) for tr in trajs]
         rewards[task] = [float(tr.reward) for tr in trajs]
-        groups[source.group(task)].append(task)
+        ended[task] = [tr.ended_with_message for tr in trajs]
+        for g in task_groups(source, task):
+            groups[g].append(task)
     floor_rewards: dict[str, float] = {}
     floor_rollouts = 0
     if floor if floor is not None else wants_floor(source):
         floor_rewards, floor_rollouts = refusal_floor(env_id, [t for t, _ in plan], store=store, base_seed=base_seed,
                                                       env_kwargs=env_kwargs, extra_options=extra_options)
     return EvalReport(env_id, policy.policy_id, trials, results, rewards, dict(groups), rollouts, time.perf_counter() - t0,
-                      floor_rewards, floor_rollouts, dict(excluded))
+                      floor_rewards, floor_rollouts, dict(excluded), ended)

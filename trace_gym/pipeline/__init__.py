@@ -14,7 +14,7 @@
    (:func:`~trace_gym.pipeline.learn.build_router`);
 7. **evaluation** — pass^k of any policy on held-out tasks (:func:`~trace_gym.pipeline.learn.evaluate_policy`,
    :func:`~trace_gym.pipeline.learn.evaluate_policies` for several side by side; graded targets are
-   also reported per group as mean reward and perfect count, :mod:`~trace_gym.pipeline.scores`).
+   also reported per group as mean reward and perfect count, :mod:`~trace_gym.eval.scores`).
 
 :func:`~trace_gym.pipeline.loop.run_trace` runs stages 1–6 of a
 :class:`~trace_gym.pipeline.loop.TracePlan` through one resumable
@@ -26,6 +26,7 @@ success threshold; success is :func:`trace_gym.core.outcome.is_success` and pass
 ``trace-gym compare`` (:mod:`trace_gym.compare`) are front-ends over this package.
 """
 
+from ..eval.scores import attach_scores, bootstrap_mean, graded_scores, scores_table
 from .budget import BudgetedEnv, BudgetExceeded, RolloutBudget
 from .learn import (
     FORFEIT,
@@ -43,7 +44,6 @@ from .learn import (
     worst_rollouts_per_step,
 )
 from .loop import STAGES, TracePlan, TraceRun, adapter_name, run_trace, training_reserve
-from .scores import attach_scores, bootstrap_mean, graded_scores, scores_table
 from .stages import (
     Analysis,
     Calibration,

@@ -20,14 +20,13 @@ from typing import Any
 
 from ..core.outcome import is_success
 from .budget import RolloutBudget
-from .scores import graded_scores
 from .stages import Analysis, Rollouts, capability_factory
 from .store import StageOutput
 from .target import Target
 
 __all__ = [
     "TrainedAdapter", "Training", "train_capability", "train_adapter", "plan_train_steps", "worst_rollouts_per_step",
-    "Routing", "build_router",
+    "Routing", "build_router", "held_out_routing",
     "evaluate_policy", "ForfeitOnError", "FORFEIT", "Evaluation", "evaluate_policies",
 ]
 
@@ -75,21 +74,31 @@ def train_adapter(*, model: str, seed: int, env_factory: Callable[[], Any], env_
         res = run_train(cfg, env_factory=env_factory)
         entry, seconds = dict(res.manifest_entry), res.seconds
     else:
+        from ..progress import track
         from ..train.demos import build_demonstrations
         from ..train.outputs import MANIFEST_NAME, read_manifest, update_manifest
-        from ..train.sft import train_with_warm_start, warm_start
+        from ..train.sft import progress_callback, train_with_warm_start, warm_start
 
         started = time.perf_counter()
         report = build_demonstrations([env_id], warm_demos, start=cfg.sft_seed_start, seed=cfg.seed,
-                                      factories={env_id: env_factory})
+                                      factories={env_id: env_factory}, recover_every=cfg.sft_recover_every)
         if not report.demos:
             raise ValueError(f"no reference episode of {env_id} to warm-start on (skipped: {report.skipped})")
-        if steps >= 1:
-            res = train_with_warm_start(cfg, demos=report.demos, env_factory=env_factory)
-            entry = dict(res.manifest_entry)
-        else:  # the warm start is the adapter (its manifest entry has kind "sft")
-            warm_start(cfg, out=out, demos=report.demos, manifest=True)
-            entry = next(a for a in read_manifest(out.parent / MANIFEST_NAME)["adapters"] if a.get("path") == str(out))
+        bar = track(f"SFT {run_name} on {len(report.demos)} reference episodes", total=cfg.sft_max_steps or None,
+                    unit="steps")
+        bar.update(0, note="loading the model, loss before")
+        try:
+            if steps >= 1:
+                res = train_with_warm_start(cfg, demos=report.demos, env_factory=env_factory,
+                                            sft_callbacks=[progress_callback(bar)])
+                entry = dict(res.manifest_entry)
+            else:  # the warm start is the adapter (its manifest entry has kind "sft")
+                warm_start(cfg, out=out, demos=report.demos, manifest=True, callbacks=[progress_callback(bar)])
+                entry = next(a for a in read_manifest(out.parent / MANIFEST_NAME)["adapters"] if a.get("path") == str(out))
+        except BaseException:
+            bar.close(aborted=True)
+            raise
+        bar.close()
         entry["demonstrations"] = report.played.get(env_id, len(report.demos))  # charged again on resume
         update_manifest(out.parent / MANIFEST_NAME, entry)
         seconds = time.perf_counter() - started
@@ -172,6 +181,7 @@ class Routing(StageOutput):
     confusion: dict[str, dict[str, int]] = field(default_factory=dict)
     rollouts: int = 0
     skipped: str | None = None
+    missing: list[str] = field(default_factory=list)  # one line per adapter the index holds no example of
 
     def artifacts(self) -> list[str]:
         return [f"{self.index}.json", f"{self.index}.npy"] if self.index else []
@@ -181,17 +191,21 @@ def build_router(adapters: list[TrainedAdapter], specs: dict[str, str], rollouts
                  index_path: str | Path, *, target: Target, seed: int, seeds: int, env_kwargs: dict[str, Any],
                  embedder: str | None = None, budget: RolloutBudget | None = None,
                  env_kwargs_by_capability: dict[str, dict[str, Any]] | None = None) -> Routing:
-    """The router index over reference solutions (per adapter) and the target episodes the base model passes.
+    """The router index: per adapter, its env's reference solutions and the target's own train episodes that the
+    analysis labelled as lacking its capability; under "none", the target episodes the base model passes.
 
     ``specs`` maps a capability to its spec file; ``env_kwargs_by_capability`` gives a
     capability's own kwargs (its tuned difficulty) in place of ``env_kwargs``.  The
     reference solution may need more turns than the model's step limit, so ``max_steps``
-    is dropped.
+    is dropped.  A failed target episode lacking capability c (by the analysis' labels,
+    :func:`~trace_gym.route.build.true_route_labels`) is an example of c: the conversations
+    the adapter must receive at evaluation look like it, not like the synthetic env's.
+    Accuracy and confusion are measured on the same train episodes (held-out routing is
+    :func:`held_out_routing`).
     """
-    from ..analysis.labels import LabelRun
     from ..analysis.pipeline import trajectory_id
     from ..route.base import NO_ADAPTER
-    from ..route.build import build_index, reference_corpus, routing_accuracy, true_route_labels
+    from ..route.build import build_index, reference_corpus, routing_accuracy
     from ..route.embed import Embedder
     from ..route.retrieval import RetrievalRouter
 
@@ -204,22 +218,69 @@ def build_router(adapters: list[TrainedAdapter], specs: dict[str, str], rollouts
         corpora[a.adapter] = reference_corpus(capability_factory(specs[a.capability], ref_kwargs, budget, "routing"),
                                               [seed + s for s in range(seeds)], a.env_id)
     target_trajs = rollouts.trajectories()
+    truth = _analysis_routes(analysis, adapters)
+    for t in target_trajs:  # the target's own conversations, where the analysis says an adapter's capability was lacking
+        label = truth.get(trajectory_id(t), NO_ADAPTER)
+        if label != NO_ADAPTER and label in corpora and not is_success(t.reward, target.threshold):
+            corpora[label].append(t)
     corpora[NO_ADAPTER] = [t for t in target_trajs if is_success(t.reward, target.threshold)]
+    missing = [f"the router index has no example of adapter {a.adapter}: its env's reference solution did not succeed "
+               f"on any of the {seeds} routing seeds and no target episode was labelled lacking {a.capability}, so no "
+               "conversation can reach it; raise the routing seeds (routing_seeds) or play more base rollouts"
+               for a in adapters if not corpora[a.adapter]]
     used = budget.stage_used("routing") if budget is not None else 0
     try:
         index = build_index(corpora, Embedder(embedder), success=0.0)
     except ValueError as exc:
-        return Routing(skipped=f"no router index: {exc}", rollouts=used)
+        return Routing(skipped=f"no router index: {exc}", rollouts=used, missing=missing)
     path = Path(index_path)
     index.save(path)
-    caps = json.loads(Path(analysis.capabilities_json).read_text(encoding="utf-8"))
-    runs = [LabelRun.from_dict(json.loads(p.read_text(encoding="utf-8"))["run"])
-            for p in sorted((Path(analysis.capabilities_json).parent / "labels").glob("run_*.json"))]
-    truth = true_route_labels(caps, runs, {a.capability: a.adapter for a in adapters})
     convs = [(t.transcript or t.messages, truth[trajectory_id(t)]) for t in target_trajs if trajectory_id(t) in truth]
     rep = routing_accuracy(RetrievalRouter(index), convs)
     return Routing(str(path), dict(Counter(index.labels)), len(index.texts), sorted(set(index.labels)), rep.n, rep.correct,
-                   rep.accuracy, rep.confusion, used)
+                   rep.accuracy, rep.confusion, used, missing=missing)
+
+
+def _analysis_routes(analysis: Analysis, adapters: list[TrainedAdapter], label_runs: list[Any] | None = None) -> dict[str, str]:
+    """trajectory id -> the adapter the analysis says it should go to (``label_runs``: default, the analysis' own)."""
+    from ..analysis.labels import LabelRun
+    from ..route.build import true_route_labels
+
+    caps = json.loads(Path(analysis.capabilities_json).read_text(encoding="utf-8"))
+    if label_runs is None:
+        label_runs = [LabelRun.from_dict(json.loads(p.read_text(encoding="utf-8"))["run"])
+                      for p in sorted((Path(analysis.capabilities_json).parent / "labels").glob("run_*.json"))]
+    return true_route_labels(caps, label_runs, {a.capability: a.adapter for a in adapters})
+
+
+def held_out_routing(trajectories: list[Any], analysis: Analysis, adapters: list[TrainedAdapter], index: str | Path, *,
+                     seed: int = 0, embedder: str | None = None) -> dict[str, Any]:
+    """Where the router sends held-out conversations, against where the analysis says they belong.
+
+    ``trajectories`` are the base model's episodes on the held-out tasks (e.g. the evaluation's); they are
+    labelled with the analysis' labeler (the offline gold labeler) and mapped to an adapter as in
+    :func:`build_router`; each is routed by its first user message.  Returns ``n``, ``correct``,
+    ``accuracy``, ``confusion`` (truth -> routed -> count) and ``routed`` (adapter -> count).
+    """
+    from ..analysis.labelers import GoldLabeler
+    from ..analysis.pipeline import items_from_trajectories, trajectory_id
+    from ..analysis.taxonomy import TAXONOMY
+    from ..route.build import routing_accuracy
+    from ..route.embed import Embedder
+    from ..route.index import RouterIndex
+    from ..route.retrieval import RetrievalRouter
+
+    if not trajectories:
+        raise ValueError("held-out routing needs the base model's episodes on the held-out tasks; none were given")
+    run = GoldLabeler().label(items_from_trajectories(trajectories), list(TAXONOMY), run=0, seed=seed)
+    truth = _analysis_routes(analysis, adapters, [run])
+    loaded = RouterIndex.load(index)
+    router = RetrievalRouter(loaded, Embedder(embedder or loaded.model))
+    rep = routing_accuracy(router, [(t.transcript or t.messages, truth.get(trajectory_id(t), "none")) for t in trajectories])
+    routed: Counter[str] = Counter()
+    for row in rep.confusion.values():
+        routed.update(row)
+    return {**rep.to_dict(), "routed": dict(routed)}
 
 
 # ----------------------------------------------------------------------------- 7. evaluation
@@ -270,11 +331,12 @@ class ForfeitOnError:
 def evaluate_policy(target: Target, policy: Any, tasks: list[Any], trials: int, store: str | Path, *, base_seed: int,
                     batch_size: int = 1, on_episode: Callable[[Any], None] | None = None) -> dict[str, Any]:
     """pass^1..pass^trials (bootstrap intervals) of ``policy`` on ``tasks``, resuming from ``store``, with the
-    graded scores per report group (``scores``, :func:`~trace_gym.pipeline.scores.graded_scores`).
+    graded scores per report group (``scores``, :func:`~trace_gym.eval.scores.graded_scores`).
 
     A policy failure forfeits the episode (scored as it stands) and is counted in ``forfeits``.
     """
     from ..eval.harness import evaluate
+    from ..eval.scores import graded_scores
 
     guarded = ForfeitOnError(policy)
     rep = evaluate(target.env_id, guarded, [str(t) for t in tasks], trials, store=store, base_seed=base_seed,
@@ -283,7 +345,7 @@ def evaluate_policy(target: Target, policy: Any, tasks: list[Any], trials: int, 
     d["eval_wall_s"] = rep.wall_s
     d["forfeits"] = len(guarded.forfeits)  # actions the policy could not produce (episode ended by a stop message)
     d["forfeit_examples"] = sorted(set(guarded.forfeits))[:3]
-    d["scores"] = graded_scores(d, target.source.group, seed=base_seed)  # mean reward and perfect count per group, CIs
+    d["scores"] = graded_scores(d, seed=base_seed)  # mean reward, perfect count, ended share per group (task_groups), CIs
     return d
 
 

@@ -179,11 +179,9 @@ def run_warm_start(settings: WarmStartSettings, folder: str | Path) -> WarmStart
 
     A progress line (:mod:`trace_gym.progress`) follows the SFT steps and the merge.
     """
-    from transformers.trainer_callback import TrainerCallback
-
     from ..progress import track
     from ..train.models import load_model_and_tokenizer, resolve_device, resolve_dtype
-    from ..train.sft import merge_and_save, warm_start
+    from ..train.sft import merge_and_save, progress_callback, warm_start
 
     settings.validate()
     folder = Path(folder)
@@ -195,18 +193,10 @@ def run_warm_start(settings: WarmStartSettings, folder: str | Path) -> WarmStart
     cfg.validate()
     bar = track(f"warm start: SFT on {len(settings.envs)} env(s)", total=settings.steps + 1, unit="steps")
 
-    class _Progress(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
-            bar.update(int(state.global_step))
-
-        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
-            if logs and isinstance(logs.get("loss"), (int, float)):
-                bar.update(note=f"loss {logs['loss']:.3f}")
-
     try:
         bar.update(0, note="loading the model, playing the reference episodes, loss before")
         model, tok = load_model_and_tokenizer(cfg.model, seed=cfg.seed, dtype=resolve_dtype(cfg.dtype, resolve_device(cfg.device)))
-        res = warm_start(cfg, out=folder / ADAPTER_DIR, model=model, tokenizer=tok, manifest=False, callbacks=[_Progress()],
+        res = warm_start(cfg, out=folder / ADAPTER_DIR, model=model, tokenizer=tok, manifest=False, callbacks=[progress_callback(bar)],
                          loss_sample=8)
         bar.update(settings.steps, note="merging")
         merge_and_save(cfg, folder / ADAPTER_DIR, folder / MODEL_DIR, model=model, tokenizer=tok)

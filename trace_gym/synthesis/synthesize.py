@@ -59,16 +59,39 @@ def starter_specs_dir() -> Path:
 
 
 def synthesis_domains() -> list[str]:
-    """The domains specs can be synthesized for: those the capability-domain registry knows."""
-    from ..capabilities.domains import DOMAIN_FACTORIES
+    """The domains specs can be synthesized for: those the capability-domain registry knows (plug-ins included)."""
+    from ..capabilities.domains import domain_names
 
-    return sorted(DOMAIN_FACTORIES)
+    return domain_names()
+
+
+def _domain_starters(domain: str, starters: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Capability name -> the id of a spec over ``domain`` that trains it, as the domain's optional
+    ``capabilities()`` says (:func:`~trace_gym.capabilities.plugins.domain_capabilities`).  Those specs are
+    found in the spec folders (``TRACE_GYM_ENVS_DIR`` included) and added to ``starters``."""
+    from ..capabilities.domains import get_domain
+    from ..capabilities.entries import spec_files
+    from ..capabilities.plugins import domain_capabilities
+
+    caps = domain_capabilities(get_domain(domain))
+    wanted = {c.starter_env for c in caps if c.starter_env}
+    for p in spec_files() if wanted else ():
+        if p.stem in wanted and p.stem not in starters:
+            doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+            if isinstance(doc, dict) and doc.get("id") == p.stem and doc.get("domain") == domain:
+                starters[p.stem] = {"path": p, "doc": doc}
+    return {c.name: c.starter_env for c in caps if c.starter_env in starters}
 
 
 def _domain_tools(domain: str) -> list[str]:
+    """The agent tools a draft may expose, then (dual control, e.g. telecom) the user's device tools,
+    marked as usable only in the scripted user's ``do`` rules."""
     from ..capabilities.domains import get_domain
 
-    return sorted(get_domain(domain).tool_names())
+    dom = get_domain(domain)
+    user_tools = getattr(dom, "user_tool_names", None)
+    user = sorted(user_tools()) if user_tools is not None else []
+    return sorted(dom.tool_names()) + [f"{n} (user's device: only in a user rule's do)" for n in user]
 
 
 def spec_id_for(capability: str, domain: str) -> str:
@@ -148,6 +171,7 @@ def synthesize(capabilities_doc: dict[str, Any], domain: str, out_dir: str | Pat
         raise ValueError(f"unknown domain {domain!r}; expected one of {synthesis_domains()}")
     out = Path(out_dir)
     starters = _starters()
+    own = _domain_starters(domain, starters)  # a domain's own specs come first (plug-in domains name theirs)
     candidates = {c["name"]: c for c in capabilities_doc.get("candidates", [])}
     names = only or capabilities_doc.get("selected", [])
     outcomes: list[SynthesisOutcome] = []
@@ -158,7 +182,7 @@ def synthesize(capabilities_doc: dict[str, Any], domain: str, out_dir: str | Pat
         if path.exists() and not overwrite:
             outcomes.append(SynthesisOutcome(name, "kept", spec_id, str(path)))
             continue
-        template = _template_for(name, cap.get("definition"), starters)
+        template = own.get(name) or _template_for(name, cap.get("definition"), starters)
         if template is not None and starters[template]["doc"].get("domain") == domain:
             doc = dict(starters[template]["doc"])
             doc["id"] = spec_id

@@ -2,20 +2,25 @@
 
 Tasks are the base scenarios by name.  The split ``base`` (the default) is the env's
 scenario pool (all 129 scenarios unless the env was made with ``scenarios=[...]``), in
-file order.  ``train`` and ``test`` cut the pool in two, stratified by report category
-and seeded (:data:`SPLIT_SEED`): in each category, a seeded shuffle of its scenarios
-gives the first half (rounded down, at least one when the category has two or more) to
-``test`` and the rest to ``train``, so an evaluation on ``test`` plays scenarios that a
-run learning from ``train`` never saw.  A scenario is played with
-``options={"scenario": name}``.  Capability envs are synthesized for the ``toolsandbox``
+file order.  ``fold_a`` and ``fold_b`` cut the pool in two halves stratified by category
+(:func:`category_folds`, seeded by :data:`SPLIT_SEED`): scenarios with the same set of
+categories are shuffled and dealt to the two folds in turn, so every category (state
+dependency, canonicalization, insufficient information, …) is split about evenly and each
+fold has enough non-refusal scenarios of every category to measure.  ``train`` is
+``fold_a`` and ``test`` is ``fold_b``: a run learning from ``train`` is evaluated on
+scenarios it never saw, and running again with the folds swapped (learn on ``fold_b``,
+evaluate on ``fold_a``) gives the second half of a 2-fold estimate.  A scenario is played
+with ``options={"scenario": name}``.  Capability envs are synthesized for the ``toolsandbox``
 tool domain (``domain``).  Its gold reference
 is what its milestones expect: the tool calls of the milestones' tool traces, in
 milestone order (arguments that upstream fills in from earlier results while scoring
 are not known in advance and are left out), with the tools that write the world
 databases as write tools; ``details`` holds the typed milestones and minefields and the
 scenario's ``categories`` (upstream's names, which the offline labeler reads).
-Reports group scenarios by their ToolSandbox category (the first of single tool call,
-multiple tool call, multiple user turn, insufficient information that applies).
+Reports count a scenario in every category it carries (:meth:`ToolSandboxTasks.groups`, lower
+case, ``NO_DISTRACTION_TOOLS`` left out as every base scenario has it), as ToolSandbox reports
+them; :meth:`~ToolSandboxTasks.group` is the first of single tool call, multiple tool call,
+multiple user turn, insufficient information that applies (one label per scenario).
 """
 
 from __future__ import annotations
@@ -27,13 +32,17 @@ import numpy as np
 
 from trace_gym.core.tasks import Gold, UnknownSplitError, UnknownTaskError
 
-__all__ = ["ToolSandboxTasks", "REPORT_CATEGORIES", "SPLIT_SEED", "category_group", "stratified_split"]
+__all__ = ["ToolSandboxTasks", "REPORT_CATEGORIES", "ALL_CATEGORIES", "SPLIT_SEED", "category_group", "category_folds"]
 
-SPLIT_SEED = 0  # the seed of the train/test cut: fixed, so every run holds out the same scenarios
-_SPLITS = ("base", "train", "test")
+SPLIT_SEED = 0  # the seed of the fold cut: fixed, so every run holds out the same scenarios
+_SPLITS = ("base", "train", "test", "fold_a", "fold_b")
+_FOLD_OF = {"train": 0, "fold_a": 0, "test": 1, "fold_b": 1}
 
-# The categories results are reported by, in the order they are looked for.
+# The primary label of a scenario (``group``): the first of these it carries.
 REPORT_CATEGORIES = ("SINGLE_TOOL_CALL", "MULTIPLE_TOOL_CALL", "MULTIPLE_USER_TURN", "INSUFFICIENT_INFORMATION")
+# Every category a scenario can count in (``groups``), in report order.
+ALL_CATEGORIES = ("STATE_DEPENDENCY", "CANONICALIZATION", "INSUFFICIENT_INFORMATION", "SINGLE_USER_TURN",
+                  "MULTIPLE_USER_TURN", "SINGLE_TOOL_CALL", "MULTIPLE_TOOL_CALL")
 _AGENT_TRACE = ("EXECUTION_ENVIRONMENT", "AGENT")  # (sender, recipient) of the agent's tool results
 
 
@@ -45,19 +54,25 @@ def category_group(categories: Sequence[str]) -> str:
     return ",".join(categories) or "toolsandbox"
 
 
-def stratified_split(names: Sequence[str], group: Any, seed: int = SPLIT_SEED) -> tuple[list[str], list[str]]:
-    """``(train, test)``: per group (``group(name)``), a seeded shuffle; the first half (rounded down, at
-    least one of two or more) is ``test``.  Each list keeps the order of ``names``."""
-    by_group: dict[str, list[str]] = {}
+def category_folds(names: Sequence[str], categories: Any, seed: int = SPLIT_SEED) -> tuple[list[str], list[str]]:
+    """``(fold_a, fold_b)``: scenarios with the same set of categories (``categories(name)``) are
+    shuffled (seeded by ``seed`` and the set) and dealt to the folds in turn; the fold that deals
+    first alternates from one set to the next, so the folds differ in size by at most one.  Each
+    list keeps the order of ``names``."""
+    by_set: dict[tuple[str, ...], list[str]] = {}
     for n in names:
-        by_group.setdefault(str(group(n)), []).append(n)
-    test: set[str] = set()
-    for i, g in enumerate(sorted(by_group)):
-        members = by_group[g]
+        by_set.setdefault(tuple(sorted(str(c) for c in categories(n))), []).append(n)
+    fold_b: set[str] = set()
+    first = 0  # the fold that gets a set's odd member
+    for i, key in enumerate(sorted(by_set)):
+        members = by_set[key]
         order = np.random.default_rng([seed, i]).permutation(len(members))
-        k = max(1, len(members) // 2) if len(members) >= 2 else 0
-        test.update(members[j] for j in order[:k])
-    return [n for n in names if n not in test], [n for n in names if n in test]
+        for pos, j in enumerate(order):
+            if (pos + first) % 2 == 1:
+                fold_b.add(members[j])
+        if len(members) % 2:
+            first ^= 1
+    return [n for n in names if n not in fold_b], [n for n in names if n in fold_b]
 
 
 class ToolSandboxTasks:
@@ -91,8 +106,8 @@ class ToolSandboxTasks:
             raise UnknownSplitError(f"ToolSandbox has no split {split!r}; its splits are {list(_SPLITS)}")
         if split in (None, "base"):
             return list(self._pool)
-        train, test = stratified_split(self._pool, self.group)
-        return train if split == "train" else test
+        folds = category_folds(self._pool, self.groups)
+        return folds[_FOLD_OF[split]]
 
     def reset_options(self, task_id: str) -> dict[str, Any]:
         return {self.option_key: self._scenario(task_id).name}
@@ -117,6 +132,11 @@ class ToolSandboxTasks:
 
     def group(self, task_id: str) -> str:
         return category_group(self._scenario(task_id).categories)
+
+    def groups(self, task_id: str) -> tuple[str, ...]:
+        """Every category the scenario carries (lower case, :data:`ALL_CATEGORIES` order)."""
+        cats = set(self._scenario(task_id).categories)
+        return tuple(c.lower() for c in ALL_CATEGORIES if c in cats) or (self.group(task_id),)
 
     def task_id_of(self, info: Mapping[str, Any], options: Mapping[str, Any] | None = None) -> str | None:
         name = (options or {}).get(self.option_key) or info.get("scenario")

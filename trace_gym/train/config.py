@@ -102,6 +102,8 @@ class TrainConfig:
     # exact: plain SFT; detached: the prompt before the first trained token runs once without gradient
     # (its keys and values do not learn: faster, approximate, opt-in).
     sft_prefix_grad: str = "exact"
+    # every k-th demonstration shows a recovered mistake where the env allows one (0: none; see train/demos.py)
+    sft_recover_every: int = 0
 
     # Back end.
     backend: str = "auto"  # auto | transformers | vllm
@@ -162,8 +164,8 @@ class TrainConfig:
         for name in ("sft_seeds_per_env", "sft_batch_size", "sft_gradient_accumulation_steps", "sft_max_length"):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.sft_seed_start < 0 or self.sft_max_steps < 0:
-            problems.append("sft_seed_start and sft_max_steps must be >= 0")
+        if self.sft_seed_start < 0 or self.sft_max_steps < 0 or self.sft_recover_every < 0:
+            problems.append("sft_seed_start, sft_max_steps and sft_recover_every must be >= 0")
         if not self.sft_epochs > 0 or not self.sft_learning_rate > 0:
             problems.append("sft_epochs and sft_learning_rate must be > 0")
         if self.max_turns is not None and self.max_turns < 1:

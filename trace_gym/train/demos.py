@@ -8,6 +8,14 @@ reports in ``info["messages"]`` is kept when the episode ended with a successful
 reward.  Its assistant turns are exactly the reference's tool calls and its messages
 to the user, the last of them the message that closes the episode.
 
+A *recovered* demonstration (``recover_every``) shows what to do after a tool error: the
+reference's last tool call is tried first, out of order; when the env answers it with an
+error (and, as every env's contract says, changes nothing), the reference then plays in
+full and the episode must still succeed.  The mistaken turn stays in the conversation as
+context but is not trained on (:attr:`Demonstration.untrained`); the turns after it teach
+the repair, the retried call and the closing message.  A task where the early call does
+not fail, or the episode then fails, gives its plain demonstration instead.
+
 :func:`tokenize_demonstration` renders an episode with the model's chat template, as
 :class:`~trace_gym.policies.hf.HFPolicy` renders its prompts (same tool listing, same
 call format), and marks the tokens the model is trained on: the assistant turns and
@@ -45,13 +53,14 @@ class Demonstration:
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
     reward: float
+    untrained: tuple[int, ...] = ()  # indices of assistant messages kept as context only (a recovered mistake)
 
     def assistant_turns(self) -> list[dict[str, Any]]:
         return [m for m in self.messages if m.get("role") == "assistant"]
 
     def to_dict(self) -> dict[str, Any]:
         return {"env_id": self.env_id, "task_id": self.task_id, "seed": self.seed, "messages": self.messages,
-                "tools": self.tools, "reward": self.reward}
+                "tools": self.tools, "reward": self.reward, "untrained": list(self.untrained)}
 
 
 @dataclass
@@ -60,6 +69,7 @@ class DemoReport:
 
     demos: list[Demonstration] = field(default_factory=list)
     played: dict[str, int] = field(default_factory=dict)
+    recovered: dict[str, int] = field(default_factory=dict)  # env id -> recovered demonstrations among ``demos``
     skipped: dict[str, list[str]] = field(default_factory=dict)  # env id -> "task: reason"
 
 
@@ -72,27 +82,36 @@ def _check_reference(env: Any, env_id: str) -> Any:
     return get
 
 
-def reference_episode(env: Any, task_id: str, *, env_id: str = "", seed: int = 0) -> tuple[Demonstration | None, str]:
-    """Play task ``task_id`` of ``env`` with its reference solution.
+def reference_episode(env: Any, task_id: str, *, env_id: str = "", seed: int = 0,
+                      recover: bool = False) -> tuple[Demonstration | None, str]:
+    """Play task ``task_id`` of ``env`` with its reference solution (``recover``: the recovered variant, see
+    the module docstring).
 
     Returns ``(demonstration, "")``, or ``(None, reason)`` when the episode did not end
-    within the reference or ended below the env's success threshold.
+    within the reference or ended below the env's success threshold (or, with ``recover``,
+    when the out-of-order call did not fail).
     """
     from ..core.outcome import is_success, success_threshold
-    from ..core.tasks import task_source
 
-    src = task_source(env)
-    options = dict(src.reset_options(task_id))
-    if "hint" in getattr(getattr(env, "unwrapped", env), "reset_option_keys", ()):
-        options["hint"] = False  # evaluation prompts carry no hint
-    _, info = env.reset(seed=seed, options=options)
+    _, info = env.reset(seed=seed, options=_reset_options(env, task_id))
     tools = list(info.get("tools") or [])
+    actions = list(_check_reference(env, env_id)())
+    first_error = False
+    if recover:
+        calls = _tool_call_steps(actions)
+        if not calls:
+            return None, "the reference makes no tool call to try early"
+        actions = [actions[calls[-1]], *actions]
     reward, ended = 0.0, False
-    for action in list(_check_reference(env, env_id)()):
+    for i, action in enumerate(actions):
         _, reward, terminated, truncated, info = env.step(action)
+        if i == 0:
+            first_error = bool(info.get("tool_errors"))
         if terminated or truncated:
-            ended = True
+            ended = i == len(actions) - 1 or not recover
             break
+    if recover and not first_error:
+        return None, "the reference's last call, tried first, did not fail"
     if not ended:
         return None, "the episode was still open after the last reference action"
     if not is_success(float(reward), success_threshold(env)):
@@ -102,7 +121,24 @@ def reference_episode(env: Any, task_id: str, *, env_id: str = "", seed: int = 0
         messages.pop()
     if not any(m.get("role") == "assistant" for m in messages):
         return None, "the episode has no assistant turn"
-    return Demonstration(env_id, str(task_id), int(seed), messages, tools, float(reward)), ""
+    untrained = (next(i for i, m in enumerate(messages) if m.get("role") == "assistant"),) if recover else ()
+    return Demonstration(env_id, str(task_id), int(seed), messages, tools, float(reward), untrained), ""
+
+
+def _reset_options(env: Any, task_id: str) -> dict[str, Any]:
+    from ..core.tasks import task_source
+
+    options = dict(task_source(env).reset_options(task_id))
+    if "hint" in getattr(getattr(env, "unwrapped", env), "reset_option_keys", ()):
+        options["hint"] = False  # evaluation prompts carry no hint
+    return options
+
+
+def _tool_call_steps(actions: list[Any]) -> list[int]:
+    """Indices of the reference actions that are tool calls (parsed as the env parses a text action)."""
+    from ..core.toolcalls import parse_action
+
+    return [i for i, a in enumerate(actions) if isinstance(a, str) and parse_action(a).is_call]
 
 
 def build_demonstrations(
@@ -113,13 +149,16 @@ def build_demonstrations(
     env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
     seed: int = 0,
     factories: Mapping[str, Callable[[], Any]] | None = None,
+    recover_every: int = 0,
 ) -> DemoReport:
     """Reference episodes of ``per_env`` train-split tasks (from index ``start``) of each env in ``env_ids``.
 
     ``env_kwargs`` maps an env id to its ``gym.make`` keyword arguments; ``factories`` maps an
     env id to a function that makes the env instead (an unregistered synthesized env, or one
     wrapped to charge a rollout budget per episode).  An env without a reference solution, a
-    task source or a ``train`` split raises :class:`NoReferenceError`.
+    task source or a ``train`` split raises :class:`NoReferenceError`.  ``recover_every`` = k > 0:
+    every k-th task (the first, the (k+1)-th, …) is played as a recovered demonstration where the
+    env allows one (see the module docstring), else as a plain one.
     """
     import gymnasium as gym
 
@@ -142,8 +181,14 @@ def build_demonstrations(
                                        f"held out from evaluation: {exc}") from None
             chosen = ids[start:start + per_env]
             report.played[env_id] = len(chosen)
-            for tid in chosen:
-                demo, reason = reference_episode(env, tid, env_id=env_id, seed=seed)
+            for n, tid in enumerate(chosen):
+                demo = None
+                if recover_every > 0 and n % recover_every == 0:
+                    demo, _ = reference_episode(env, tid, env_id=env_id, seed=seed, recover=True)
+                    if demo is not None:
+                        report.recovered[env_id] = report.recovered.get(env_id, 0) + 1
+                if demo is None:
+                    demo, reason = reference_episode(env, tid, env_id=env_id, seed=seed)
                 if demo is None:
                     report.skipped.setdefault(env_id, []).append(f"{tid}: {reason}")
                 else:
@@ -180,7 +225,7 @@ def tokenize_demonstration(renderer: ChatRenderer, demo: Demonstration, max_leng
         cut = turn.rfind(target_eot)
         target = turn[: cut + len(target_eot)] if cut >= 0 else turn
         pieces.append((before[len(done):], False))
-        pieces.append((target, True))
+        pieces.append((target, i not in demo.untrained))
         done = before + target
     full = renderer.render(messages, tools, generation_prompt=False)
     if not full.startswith(done):

@@ -38,7 +38,7 @@ from .demos import Demonstration, build_demonstrations, demo_token_count, tokeni
 from .outputs import MANIFEST_NAME, MetricsLog, atomic_write_text, update_manifest
 
 __all__ = ["WarmStartResult", "warm_start", "train_with_warm_start", "demo_loss", "sft_record_key", "WARM_START_DIR",
-           "RECORD_NAME", "merge_and_save"]
+           "RECORD_NAME", "merge_and_save", "progress_callback"]
 
 WARM_START_DIR = "warm_start"
 RECORD_NAME = "warm_start.json"
@@ -48,7 +48,7 @@ SFT_STATE = "trace_gym_sft.json"  # in each checkpoint: the loss measured before
 _SFT_FIELDS = ("model", "env_id", "env_kwargs", "seed", "tools_in_prompt", "tool_listing", "tool_format", "lora_r", "lora_alpha",
                "lora_dropout", "lora_target_modules", "lora_bias", "sft_envs", "sft_seeds_per_env", "sft_seed_start",
                "sft_epochs", "sft_max_steps", "sft_learning_rate", "sft_batch_size", "sft_gradient_accumulation_steps",
-               "sft_max_length", "sft_prefix_grad", "dtype")
+               "sft_max_length", "sft_prefix_grad", "sft_recover_every", "dtype")
 
 
 @dataclass
@@ -207,7 +207,8 @@ def warm_start(
         if not env_ids:
             raise ConfigError("a warm start needs demonstrations: set sft_envs (or env_id)")
         report = build_demonstrations(env_ids, cfg.sft_seeds_per_env, start=cfg.sft_seed_start,
-                                      env_kwargs={cfg.env_id: cfg.env_kwargs} if cfg.env_id else None, seed=cfg.seed)
+                                      env_kwargs={cfg.env_id: cfg.env_kwargs} if cfg.env_id else None, seed=cfg.seed,
+                                      recover_every=cfg.sft_recover_every)
         demos, skipped = report.demos, report.skipped
     rows = _rows(cfg, tokenizer, demos)
     if not rows:
@@ -264,6 +265,7 @@ def warm_start(
     record = {
         "envs": sorted({d.env_id for d in demos}),
         "demonstrations": len(rows),
+        "recovered": sum(1 for d in demos if d.untrained),
         "per_env": {e: sum(1 for d in demos if d.env_id == e) for e in sorted({d.env_id for d in demos})},
         "tasks": [f"{d.env_id}#{d.task_id}" for d in demos],
         "skipped": skipped,
@@ -302,8 +304,25 @@ def _finished_warm_start(folder: Path, cfg: TrainConfig) -> bool:
     return True
 
 
+def progress_callback(bar: Any) -> Any:
+    """A ``transformers`` trainer callback that moves a :mod:`trace_gym.progress` tracker: the step count
+    and the latest logged loss as its note."""
+    from transformers.trainer_callback import TrainerCallback
+
+    class _Progress(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
+            bar.update(int(state.global_step))
+
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
+            if logs and isinstance(logs.get("loss"), (int, float)):
+                bar.update(note=f"loss {logs['loss']:.3f}")
+
+    return _Progress()
+
+
 def train_with_warm_start(cfg: TrainConfig, *, resume: bool = False, callbacks: list[Any] | None = None,
-                          demos: Sequence[Demonstration] | None = None, env_factory: Any = None) -> Any:
+                          demos: Sequence[Demonstration] | None = None, env_factory: Any = None,
+                          sft_callbacks: list[Any] | None = None) -> Any:
     """SFT warm start into ``<out>/warm_start/``, then GRPO on that adapter into ``<out>``.
 
     Returns GRPO's :class:`~trace_gym.train.trainer.TrainResult`, whose manifest entry
@@ -311,7 +330,8 @@ def train_with_warm_start(cfg: TrainConfig, *, resume: bool = False, callbacks: 
     start of the same settings is reused (other settings: :class:`ConfigError`) and GRPO
     continues from its newest checkpoint, or starts from the warm start when it has none.
     ``demos`` overrides building the demonstrations from the envs; ``env_factory`` makes
-    GRPO's envs (as :func:`~trace_gym.train.trainer.train`'s).
+    GRPO's envs (as :func:`~trace_gym.train.trainer.train`'s).  ``callbacks`` go to GRPO's trainer,
+    ``sft_callbacks`` to the warm start's.
     """
     from .trainer import latest_checkpoint, train
 
@@ -323,7 +343,7 @@ def train_with_warm_start(cfg: TrainConfig, *, resume: bool = False, callbacks: 
     out = Path(cfg.out)
     ws = out / WARM_START_DIR
     if not (resume and _finished_warm_start(ws, cfg)):  # an interrupted warm start continues from its checkpoint
-        warm_start(cfg, out=ws, manifest=False, demos=demos,
+        warm_start(cfg, out=ws, manifest=False, demos=demos, callbacks=sft_callbacks,
                    resume=resume and latest_checkpoint(ws / "checkpoints") is not None)
     record = json.loads((ws / RECORD_NAME).read_text())
     grpo_cfg = cfg.with_overrides(init_adapter=str(ws))

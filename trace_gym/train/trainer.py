@@ -279,15 +279,16 @@ def learning_signal(stats: Any) -> dict[str, Any]:
     return {"constant_group_fraction": round(fraction, 4), "learned": groups > 0 and constant < groups}
 
 
-def warn_nothing_learned(entry: dict[str, Any], out: Path) -> None:
-    """The loud end-of-run line for a run whose every group had a constant reward."""
+def warn_nothing_learned(entry: dict[str, Any], out: Path, init_adapter: str | None = None) -> None:
+    """The loud end-of-run line for a run whose every group had a constant reward (``init_adapter``: the
+    adapter the run started from, which it then still is)."""
     from rich.console import Console
 
     stats = entry.get("rollout_stats") or {}
+    same = f"the adapter is still the one it started from ({init_adapter})" if init_adapter else "the adapter is the base model"
     Console(stderr=True).print(
         f"[bold red]warning:[/bold red] nothing was learned in {out}: every group had a constant reward "
-        f"({stats.get('constant_groups', 0)}/{stats.get('groups', 0)} groups), so the GRPO loss was 0 and the adapter "
-        "is the base model. Make the env easier (difficulty knobs, hint_fraction), sample more (num_generations, "
+        f"({stats.get('constant_groups', 0)}/{stats.get('groups', 0)} groups), so the GRPO loss was 0 and {same}. Make the env easier (difficulty knobs, hint_fraction), sample more (num_generations, "
         "temperature) or check the reward with `trace-gym calibrate`.", soft_wrap=True)
 
 
@@ -447,7 +448,7 @@ def train(
     if cfg.manifest and main:
         update_manifest(out.parent / MANIFEST_NAME, entry)
     if main and not entry["learned"]:
-        warn_nothing_learned(entry, out)
+        warn_nothing_learned(entry, out, cfg.init_adapter)
     return TrainResult(
         out=out, steps=steps, rollouts=rollout.stats.rollouts, reward_curve=curve, metrics_path=metrics.path,
         plot_path=plot, manifest_entry=entry, seconds=time.perf_counter() - started, rollout_stats=rollout.stats.to_dict(),

@@ -27,11 +27,20 @@ multiple-user-turn          category MULTIPLE_USER_TURN                         
                                                                                   succeeded after the user's second message
 multiple-tool-call          category MULTIPLE_TOOL_CALL and gold calls of ≥ 2      a gold tool was never called successfully
                             tools
+device-troubleshooting      the gold solution has actions on the user's device    no assistant message asks for one of them (every
+                            (``gold["user_actions"]``)                            key word of its tool name)
+account-device-coordination the gold solution has agent writes and user actions   a gold write never succeeded, or a user action was
+                                                                                  never asked for
+billing-policy-compliance   a gold write or a successful agent write carries      a successful billing write whose bill or amount is
+                            ``bill_id`` or ``gb_amount``                          not a gold write's (or any on a task without one)
 ==========================  ====================================================  =====================================================
 
-The last five are ToolSandbox's behaviours: they are needed only when the task source puts
-the task in the matching category (``gold["categories"]``, case-insensitive); on tasks of
-other benchmarks they are NA.
+ToolSandbox's behaviours (state-dependency to multiple-tool-call) are needed only when the task
+source puts the task in the matching category (``gold["categories"]``, case-insensitive); on tasks
+of other benchmarks they are NA.  The dual-control rules (device-troubleshooting,
+account-device-coordination) read ``gold["user_actions"]``: the actions the user must take on their
+own device (τ²-bench telecom's gold actions with ``requestor: user``, as ``{"name", "arguments"}``);
+where it is absent or empty they are NA.
 """
 
 from __future__ import annotations
@@ -51,6 +60,9 @@ ID_ARGS = frozenset({
     "user_id", "customer_id", "line_id",
 })
 PAYMENT_ARGS = frozenset({"payment_method_id", "payment_id"})
+BILLING_ARGS = frozenset({"bill_id", "gb_amount"})
+# words of a user tool's name that say nothing about which device action it is
+_ACTION_FILLER = frozenset({"check", "toggle", "set", "get", "make", "run", "status", "my", "your", "the", "a"})
 
 NA, PRESENT, LACKING = LabelValue.NA, LabelValue.PRESENT, LabelValue.LACKING
 _CANNOT = re.compile(r"\b(can ?not|can't|unable|not able|couldn't|could not|don't have|do not have|no way|not possible|"
@@ -64,6 +76,13 @@ def _norm(v: Any) -> str:
         except TypeError:
             pass
     return json.dumps(v, sort_keys=True)
+
+
+def _asks_for(tool: str, text: str) -> bool:
+    """Whether ``text`` (lower-case words joined by spaces) names every key word of a user tool's name."""
+    keys = [w for w in tool.split("_") if w not in _ACTION_FILLER] or tool.split("_")
+    words = set(text.split())
+    return " ".join(keys) in text or all(k in words for k in keys)
 
 
 def _same(a: dict[str, Any], b: dict[str, Any], keys: frozenset[str] | None = None, exclude: frozenset[str] = frozenset()) -> bool:
@@ -106,7 +125,46 @@ class GoldLabeler:
             "information-communication": self._communicate(gold.get("communicate_info") or [], item.messages),
             "confirmation-before-write": self._confirmation(item.messages, writes_ok),
             **self._toolsandbox(item, gold, gold_actions, calls),
+            **self._dual_control(gold, gold_writes, writes_ok, item.messages, item.write_tools),
         }
+
+    # -------------------------------------------------------------- dual control (the user operates the device)
+    def _dual_control(self, gold: dict[str, Any], gold_writes: list[dict[str, Any]], writes_ok: list[AgentCall],
+                      messages: list[dict[str, Any]], write_tools: frozenset[str]) -> dict[str, tuple[LabelValue, list[Evidence]]]:
+        user_actions = [a for a in gold.get("user_actions") or [] if isinstance(a, dict) and a.get("name")]
+        texts = [(i, " ".join(re.findall(r"[a-z0-9]+", t.lower()))) for i, t in assistant_texts(messages)]
+        unasked = [a for a in user_actions if not any(_asks_for(a["name"], t) for _, t in texts)]
+        if not user_actions:
+            device = coordination = (NA, [Evidence("the task needs no action on the user's device")])
+        else:
+            ev = [Evidence(f"never asked the user to {a['name'].replace('_', ' ')} on their device") for a in unasked]
+            device = (LACKING, ev) if ev else (PRESENT, [Evidence(f"asked the user for every device action ({len(user_actions)})")])
+            if not gold_writes:
+                coordination = (NA, [Evidence("the fix needs no change on the account side")])
+            else:
+                done = {c.name for c in writes_ok}
+                ev = [Evidence(f"never made the account change {call_repr(a['name'], a.get('arguments') or {})}")
+                      for a in gold_writes if a["name"] not in done]
+                ev += [Evidence(f"the device side was left out: never asked for {a['name'].replace('_', ' ')}") for a in unasked]
+                coordination = (LACKING, ev) if ev else (PRESENT, [Evidence("made the account change and had the user fix the device")])
+        return {"device-troubleshooting": device, "account-device-coordination": coordination,
+                "billing-policy-compliance": self._billing(gold_writes, writes_ok, write_tools)}
+
+    def _billing(self, gold_writes, writes_ok, write_tools):
+        gold_billing = [a for a in gold_writes if BILLING_ARGS & set(a.get("arguments") or {})]
+        done = [c for c in writes_ok if c.name in write_tools and BILLING_ARGS & set(c.arguments)]
+        if not gold_billing and not done:
+            return NA, [Evidence("no billing write (bill_id, gb_amount) was called for or made")]
+        ev = []
+        for c in done:
+            keys = BILLING_ARGS & set(c.arguments)
+            if not any(a["name"] == c.name and self._matches(c, {"name": a["name"], "arguments": {k: (a.get("arguments") or {}).get(k)
+                                                                                                    for k in keys}})
+                       for a in gold_billing):
+                why = "a billing write on a task that calls for none" if not gold_billing else "a bill or amount the task did not call for"
+                ev.append(self._ev(c, why))
+        return (LACKING, ev) if ev else (PRESENT, [Evidence("billing writes were the ones the policy allows here" if done
+                                                            else "made no billing write")])
 
     # -------------------------------------------------------------- ToolSandbox behaviours
     def _toolsandbox(self, item: LabelingItem, gold: dict[str, Any], gold_actions: list[dict[str, Any]],
