@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from trace_gym.compare.pipeline import CompareConfig, run_compare, run_scaling
     from trace_gym.compare.report import rich_paired_table, rich_scores_table, rich_table
+    from trace_gym.progress import reporting
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", choices=sorted(PRESETS), default="smoke")
@@ -145,11 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     t0 = time.perf_counter()
     if args.budgets:
-        doc = run_scaling(cfg, [int(b) for b in args.budgets.split(",")], log=lambda m: console.print(f"[dim]{m}[/dim]"))
+        with reporting(Console(stderr=True)):  # a progress line per stage that plays episodes or trains
+            doc = run_scaling(cfg, [int(b) for b in args.budgets.split(",")], log=lambda m: console.print(f"[dim]{m}[/dim]"))
         for run in doc["runs"]:
             console.print(rich_table({"target": doc["target"], "budget": run["budget"], "methods": run["methods"]}))
     else:
-        doc = run_compare(cfg, log=lambda m: console.print(f"[dim]{m}[/dim]"))
+        with reporting(Console(stderr=True)):
+            doc = run_compare(cfg, log=lambda m: console.print(f"[dim]{m}[/dim]"))
         console.print(rich_table(doc))
         per_group = rich_scores_table(doc)
         if per_group is not None:

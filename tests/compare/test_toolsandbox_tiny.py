@@ -60,6 +60,9 @@ def test_tiny_compare_on_toolsandbox(tmp_path):
         assert "floor" in scores["overall"] and ev["refusal_floor"]["n_tasks"] == len(test)
     trace = doc["details"]["trace"]
     assert trace["adapters"], trace.get("note")  # the loop really ran: an adapter from a ToolSandbox capability env
+    routed = trace["held_out_routing"]  # where the router sent the held-out tasks, against the analysis labels
+    assert routed["n"] == len(test) and sum(routed["routed"].values()) == len(test)
+    assert "TRACE's routing of the" in (tmp_path / "run" / "compare.md").read_text()
     assert trace["synthesis"]["envs"][0]["env_id"].endswith("-toolsandbox-v0")
     ledger = trace["budget"]
     assert ledger["used"] == m["trace"]["rollouts"] <= cfg.budget and ledger["by_stage"]["base_rollouts"] == cfg.base_tasks

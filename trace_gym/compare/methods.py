@@ -223,3 +223,21 @@ def target_factory(env_id: str, env_kwargs: dict[str, Any], budget: RolloutBudge
         return env
 
     return make
+
+
+def held_out_routing_of(trace: dict[str, Any], base_store: str | Path) -> dict[str, Any] | None:
+    """Where TRACE's router sends the held-out tasks, against the analysis labels of the base model's episodes on
+    them (:func:`trace_gym.pipeline.learn.held_out_routing`); ``None`` without a router index or base episodes."""
+    from ..eval.floor import RefusalPolicy
+    from ..pipeline.learn import TrainedAdapter, held_out_routing
+    from ..pipeline.stages import Analysis
+    from ..rollout import TrajectoryStore
+
+    index = (trace.get("routing") or {}).get("index")
+    if not index or not trace.get("analysis") or not trace.get("adapters") or not Path(base_store).exists():
+        return None
+    base = [t for t in TrajectoryStore(base_store).load() if t.policy_id != RefusalPolicy.policy_id]
+    if not base:
+        return None
+    return held_out_routing(base, Analysis.from_dict(trace["analysis"]),
+                            [TrainedAdapter.from_dict(a) for a in trace["adapters"]], index)

@@ -531,6 +531,8 @@ def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budge
         results[method] = {"method": method, "rollouts": int(res.get("rollouts", 0)), "budget": B,
                            "train_wall_s": _train_wall(res), "note": ev["note"], "eval": ev["eval"],
                            "skipped": res.get("skipped")}
+    if results.get("trace") and trained.get("trace", {}).get("adapters"):  # routing on the held-out tasks
+        trained["trace"]["held_out_routing"] = M.held_out_routing_of(trained["trace"], out / "eval" / "base.jsonl")
     doc = {"format": FORMAT, "config": cfg.to_dict(), "target": cfg.target, "budget": B, "seeds": {
         "seed": cfg.seed, "eval_seed": cfg.eval_seed, "trials": cfg.trials}, "splits": splits, "survey": survey,
         "methods": results, "details": trained, "warm_start": warm,

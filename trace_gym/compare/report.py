@@ -14,7 +14,7 @@ from typing import Any
 from ..io import atomic_write_text
 
 __all__ = ["warm_start_text", "table_rows", "markdown_table", "rich_table", "rich_scores_table", "scores_markdown", "ledger_markdown",
-           "paired_rows", "paired_markdown", "rich_paired_table",
+           "paired_rows", "paired_markdown", "rich_paired_table", "routing_markdown",
            "plot_methods", "render_outputs", "render_scaling", "plot_scaling", "redraw"]
 
 LABELS = {"base": "base", "grpo": "GRPO on target", "gepa": "GEPA", "trace": "TRACE (routed)",
@@ -105,6 +105,21 @@ def rich_paired_table(doc: dict[str, Any]):
     return fit_table(t, "group")
 
 
+def routing_markdown(doc: dict[str, Any]) -> str:
+    """Where TRACE's router sent the held-out tasks (columns) against the analysis labels of the base model's
+    episodes on them (rows); empty when the comparison has none."""
+    rep = (doc.get("details", {}).get("trace") or {}).get("held_out_routing")
+    if not rep or not rep.get("n"):
+        return ""
+    cols = sorted({c for row in rep["confusion"].values() for c in row} | set(rep["confusion"]))
+    lines = ["| analysis label | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
+    for truth in sorted(rep["confusion"]):
+        lines.append(f"| {truth} | " + " | ".join(str(rep["confusion"][truth].get(c, 0)) for c in cols) + " |")
+    return (f"\n\nTRACE's routing of the {rep['n']} held-out tasks: the analysis label of the base model's episode "
+            f"(rows) against the adapter the router chose (columns); {rep['correct']}/{rep['n']} agree.\n\n"
+            + "\n".join(lines) + "\n")
+
+
 def ledger_markdown(doc: dict[str, Any]) -> str:
     """The rollout budget ledger: what each method spent, by stage."""
     lines = []
@@ -154,7 +169,8 @@ def markdown_table(doc: dict[str, Any]) -> str:
             tail += f"| {s['domain']} | {s['split']} | {s['n_tasks']} | {_fmt(s['pass1'])} | {s['mean_reward']:.3f} |\n"
         if survey.get("all_zero"):
             tail += "\nThe base model scores 0 on every surveyed domain and split.\n"
-    return head + "\n".join(lines) + "\n" + scores_markdown(doc) + paired_markdown(doc) + ledger_markdown(doc) + tail
+    return (head + "\n".join(lines) + "\n" + scores_markdown(doc) + paired_markdown(doc) + routing_markdown(doc)
+            + ledger_markdown(doc) + tail)
 
 
 def rich_table(doc: dict[str, Any]):
