@@ -75,7 +75,12 @@ def paired_rows(doc: dict[str, Any]) -> list[list[str]]:
     from ..eval.scores import paired_scores, paired_table
 
     evals = [{**r["eval"], "spec": LABELS.get(m, m)} for m, r in doc["methods"].items() if r.get("eval", {}).get("rewards")]
-    return paired_table(paired_scores(evals, seed=int(doc.get("eval_seed", 0) or 0)))
+    return paired_table(paired_scores(evals, seed=_paired_seed(doc)))
+
+
+def _paired_seed(doc: dict[str, Any]) -> int:
+    """The bootstrap seed of the paired intervals: the comparison's evaluation seed (the same in every output)."""
+    return int((doc.get("seeds") or {}).get("eval_seed", 0) or 0)
 
 
 def paired_markdown(doc: dict[str, Any]) -> str:
@@ -89,20 +94,31 @@ def paired_markdown(doc: dict[str, Any]) -> str:
 
 
 def rich_paired_table(doc: dict[str, Any]):
-    """:func:`paired_rows` as a terminal table (``None`` with fewer than two evaluated methods)."""
-    from rich.table import Table
+    """The paired differences against the base model for a terminal: per group the mean difference of each
+    method, then one line per method with its overall interval and better/worse/equal (every group's interval
+    is in ``compare.md``); ``None`` with fewer than two evaluated methods."""
+    from rich.console import Group
+    from rich.text import Text
 
+    from ..eval.scores import paired_scores
     from ..render import fit_table
 
-    rows = paired_rows(doc)
-    if not rows:
+    evals = [{**r["eval"], "spec": LABELS.get(m, m)} for m, r in doc["methods"].items() if r.get("eval", {}).get("rewards")]
+    paired = paired_scores(evals, seed=_paired_seed(doc))
+    if not paired:
         return None
-    t = Table(title="paired differences on the same tasks: mean [95% CI] better/worse/equal")
-    for i, c in enumerate(rows[0]):
-        t.add_column(c, justify="left" if i == 0 else "right")
-    for r in rows[1:]:
-        t.add_row(*r, style="bold" if r[0] == "overall" else None)
-    return fit_table(t, "group")
+    names = list(paired)
+    t = _terminal_table("paired differences against the base model on the same tasks (mean)",
+                        "intervals per group in compare.md")
+    t.add_column("group")
+    for n in names:
+        t.add_column(n.split(" (")[0], justify="right")
+    for g in sorted({g for v in paired.values() for g in v["groups"]}):
+        t.add_row(g, *[f"{paired[n]['groups'][g]['value']:+.3f}" if g in paired[n]["groups"] else "–" for n in names])
+    lines = [f"{n} − {paired[n]['vs']}: {paired[n]['overall']['value']:+.3f} [95% CI {paired[n]['overall']['low']:+.3f}, "
+             f"{paired[n]['overall']['high']:+.3f}], {paired[n]['overall']['wins']} better / "
+             f"{paired[n]['overall']['losses']} worse / {paired[n]['overall']['ties']} equal" for n in names]
+    return Group(fit_table(t, "group"), Text("\n".join(lines)))
 
 
 def routing_markdown(doc: dict[str, Any]) -> str:
@@ -173,39 +189,55 @@ def markdown_table(doc: dict[str, Any]) -> str:
             + ledger_markdown(doc) + tail)
 
 
-def rich_table(doc: dict[str, Any]):
+def _terminal_table(title: str, caption: str | None = None):
+    """A table for an 80-column terminal: a light box and collapsed padding (the markdown keeps every detail)."""
+    from rich import box
     from rich.table import Table
+
+    return Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+
+
+def rich_table(doc: dict[str, Any]):
+    from ..render import fit_table
 
     rows = table_rows(doc)
     k = rows[0]["k"] if rows else 1
-    t = Table(title=f"{doc['target']} at B = {doc['budget']} rollouts")
-    for c in ("method", "rollouts", "pass^1 [95% CI]", f"pass^{k}", "mean reward", "train s", "eval s"):
+    t = _terminal_table(f"{doc['target']} at B = {doc['budget']} rollouts")
+    cols = ("method", "rollouts", "pass^1 [95% CI]", *((f"pass^{k}",) if k > 1 else ()), "mean", "train s", "eval s")
+    for c in cols:
         t.add_column(c, justify="left" if c == "method" else "right")
     for r in rows:
-        t.add_row(r["label"], str(r["rollouts"]), _fmt(r["pass1"]), f"{r['pass_k'][str(k)]['value']:.3f}",
+        p1 = r["pass1"]
+        t.add_row(r["label"], str(r["rollouts"]), f"{p1['value']:.3f} [{p1['low']:.2f}, {p1['high']:.2f}]",
+                  *((f"{r['pass_k'][str(k)]['value']:.3f}",) if k > 1 else ()),
                   f"{r['mean_reward']:.3f}", f"{r['train_wall_s']:.0f}", f"{r['eval_wall_s']:.0f}")
-    from ..render import fit_table
-
-    return fit_table(t, "method")
+    return fit_table(t, "method", "pass^1 [95% CI]")
 
 
 def rich_scores_table(doc: dict[str, Any]):
-    """The per-group scores of :func:`scores_markdown` as a terminal table (``None`` without graded scores)."""
-    from rich.table import Table
-
-    from ..eval.scores import scores_table
+    """The per-group scores of :func:`scores_markdown` as a terminal table, the mean reward per method (the
+    intervals, perfect counts and ended shares are in ``compare.md``); ``None`` without graded scores."""
     from ..render import fit_table
 
     named = _scores(doc)
     if not named:
         return None
-    rows = scores_table(named, "group")
-    t = Table(title="per group: mean reward [95% CI] · perfect/episodes",
-              caption="refusal floor: an agent that refuses everything (mean · perfect/tasks)")
-    for i, c in enumerate(rows[0]):
-        t.add_column(c, justify="left" if i == 0 else "right")
-    for r in rows[1:]:
-        t.add_row(*r, style="bold" if r[0] == "overall" else None)
+    names = list(named)
+    groups = sorted({g for sc in named.values() for g in sc["groups"]})
+    t = _terminal_table("per group: mean reward (intervals, perfect counts, ended shares in compare.md)",
+                        "floor: the mean reward of an agent that refuses everything")
+    t.add_column("group")
+    for n in names:
+        t.add_column(LABELS.get(n, n).split(" (")[0], justify="right")
+    t.add_column("floor", justify="right")
+    for g in [*groups, "overall"]:
+        cells, floor = [], "–"
+        for n in names:
+            sc = named[n]["overall"] if g == "overall" else named[n]["groups"].get(g)
+            cells.append(f"{sc['mean']['value']:.3f}" if sc else "–")
+            if sc and "floor" in sc:
+                floor = f"{sc['floor']['mean']:.3f}"
+        t.add_row(g, *cells, floor, style="bold" if g == "overall" else None)
     return fit_table(t, "group")
 
 
