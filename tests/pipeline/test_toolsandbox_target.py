@@ -78,3 +78,15 @@ def test_graded_scores_per_group_with_intervals_and_the_floor():
     assert rows[0] == ["group", "base", "routed", "refusal floor"] and [r[0] for r in rows[1:]] == ["x", "y", "overall"]
     assert rows[-1][1].endswith("3/6") and rows[-1][-1] == "0.333 · 1/3"
     assert bootstrap_mean({}) == {"value": 0.0, "low": 0.0, "high": 0.0}
+
+
+def test_compare_learns_on_one_fold_and_evaluates_on_the_other_or_says_which_split_is_missing():
+    from trace_gym.compare.methods import target_splits
+
+    train, test, how = target_splits(ENV, seed=0, train_split="fold_b", test_split="fold_a")
+    src = task_source_for(ENV)
+    assert set(train) == set(src.task_ids("fold_b")) and set(test) == set(src.task_ids("fold_a")) and "fold_b" in how
+    with pytest.raises(UnknownSplitError, match=r"no split 'fold_z'.*fold_a"):
+        target_splits(ENV, seed=0, train_split="fold_z")
+    with pytest.raises(ValueError, match="share tasks"):
+        target_splits(ENV, seed=0, train_split="base", test_split="test")
