@@ -349,11 +349,7 @@ def fetch(benchmark: str, source: str | None = None, *, dest: Path | None = None
         if not src.startswith(("http://", "https://")) and not Path(src).expanduser().exists():
             raise DataFetchError(f"--from {src}: no such file or folder")
     dest = Path(dest) if dest is not None else cache_folder(benchmark)
-    try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DataFetchError(f"cannot create {dest.parent}: {exc.strerror or exc}") from None
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
+    staging = _staging(dest)
     try:
         files_dir = _files_root(benchmark, staging)
         pending = dict(manifest["files"])
@@ -399,9 +395,7 @@ def fetch(benchmark: str, source: str | None = None, *, dest: Path | None = None
         marker = {"benchmark": benchmark, "version": manifest["version"], "source": source or "upstream archives",
                   "files": len(manifest["files"]) - len(not_in_source), "not_in_source": not_in_source,
                   "derived": derived}
-        os.chmod(staging, 0o755)
-        (staging / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
-        _replace_dir(staging, dest)
+        _install_staged(staging, dest, marker)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -419,11 +413,7 @@ def _is_toolsandbox_code(source: str) -> bool:
 def _fetch_toolsandbox_url(url: str, dest: Path | None, log: Callable[[str], None]) -> dict[str, Any]:
     """Download ``url`` (upstream's code or a data folder, told apart by its content), then fetch from it."""
     dest = Path(dest) if dest is not None else cache_folder("toolsandbox")
-    try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DataFetchError(f"cannot create {dest.parent}: {exc.strerror or exc}") from None
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.download-", dir=dest.parent))
+    tmp = _staging(dest, "download")
     try:
         local = tmp / "download"
         _download(url, local, log)
@@ -467,6 +457,22 @@ def _derive_into(files: _Source, wanted: dict[str, dict[str, Any]], files_dir: P
         target.write_bytes(out[name])
         derived[rel] = used
     return failed
+
+
+def _staging(dest: Path, kind: str = "partial") -> Path:
+    """A fresh staging folder beside ``dest`` (its parent created; a failure there is a :class:`DataFetchError`)."""
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DataFetchError(f"cannot create {dest.parent}: {exc.strerror or exc}") from None
+    return Path(tempfile.mkdtemp(prefix=f".{dest.name}.{kind}-", dir=dest.parent))
+
+
+def _install_staged(staging: Path, dest: Path, marker: dict[str, Any]) -> None:
+    """Write the install marker into ``staging`` and move it into place at ``dest`` in one rename."""
+    os.chmod(staging, 0o755)
+    (staging / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+    _replace_dir(staging, dest)
 
 
 def _replace_dir(staging: Path, dest: Path) -> None:

@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["print_transcript", "message_panel", "fit_table"]
+__all__ = ["print_transcript", "message_panel", "fit_table", "compact_table"]
 
 _STYLES = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "yellow"}
 
@@ -49,3 +49,10 @@ def fit_table(table: Table, *names: str) -> Table:
         if str(col.header) in names:
             col.no_wrap = True
     return table
+
+
+def compact_table(title: str, caption: str | None = None) -> Table:
+    """A table for an 80-column terminal: a light box (a rule under the header) and collapsed padding."""
+    from rich import box
+
+    return Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)

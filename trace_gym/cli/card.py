@@ -16,7 +16,7 @@ __all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from trace_gym.eval.policies import EVAL_SPEC_HELP
+    from trace_gym.eval.policies import EVAL_SPEC_HELP, add_policy_options
 
     p = sub.add_parser("card", help="score a policy on every capability env of a domain: a report card")
     p.add_argument("--policy", required=True, help=EVAL_SPEC_HELP)
@@ -24,12 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=int, default=8, help="scenario seeds (tasks) per capability env (default 8)")
     p.add_argument("--seeds", default="0", help="trial seeds as A-B (each task is played once per seed; default 0)")
     p.add_argument("--split", default="test", help="the split whose first tasks are played (default test: held out)")
-    p.add_argument("--model", default="smollm2", help="base model for base/adapter:/routed (default smollm2)")
-    p.add_argument("--adapters", default="adapters", help="folder with manifest.json and router_index")
-    p.add_argument("--router", choices=["retrieval", "classifier"], default="retrieval")
-    p.add_argument("--max-new-tokens", type=int, default=256)
-    p.add_argument("--temperature", type=float, default=None)
-    p.add_argument("--greedy", action="store_true")
+    add_policy_options(p)
     p.add_argument("--batch-size", type=int, default=4, help="episodes played in lock step (default 4)")
     p.add_argument("--no-floor", action="store_true", help="do not play the refusal floor")
     p.add_argument("--store", default=None, metavar="FILE", help="trajectory file to keep episodes in and resume from")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from trace_gym.eval.policies import EVAL_SPEC_HELP
+    from trace_gym.eval.policies import EVAL_SPEC_HELP, add_policy_options
 
     p = sub.add_parser("eval", help="evaluate policies on a target env: pass^k tables, JSON and PNG")
     p.add_argument("--env", required=True, help="env id, e.g. trace/tau2-retail-v0")
@@ -22,12 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "e.g. test for τ²-bench retail, base for τ²-bench mock and ToolSandbox)")
     p.add_argument("--limit", type=int, default=None, help="only the first N tasks")
     p.add_argument("--out", default="runs/eval", help="output folder (episodes, reports, comparison)")
-    p.add_argument("--model", default="smollm2", help="base model for base/adapter:/routed (default smollm2)")
-    p.add_argument("--adapters", default="adapters", help="folder with manifest.json and router_index")
-    p.add_argument("--router", choices=["retrieval", "classifier"], default="retrieval")
-    p.add_argument("--max-new-tokens", type=int, default=256)
-    p.add_argument("--temperature", type=float, default=None)
-    p.add_argument("--greedy", action="store_true")
+    add_policy_options(p)
     p.add_argument("--seed", type=int, default=0, help="trial j of every task uses seed SEED+j")
     p.add_argument("--batch-size", type=int, default=4,
                    help="episodes played in lock step, their model queries batched (default 4)")

@@ -101,14 +101,14 @@ def rich_paired_table(doc: dict[str, Any]):
     from rich.text import Text
 
     from ..eval.scores import paired_scores
-    from ..render import fit_table
+    from ..render import compact_table, fit_table
 
     evals = [{**r["eval"], "spec": LABELS.get(m, m)} for m, r in doc["methods"].items() if r.get("eval", {}).get("rewards")]
     paired = paired_scores(evals, seed=_paired_seed(doc))
     if not paired:
         return None
     names = list(paired)
-    t = _terminal_table("paired differences against the base model on the same tasks (mean)",
+    t = compact_table("paired differences against the base model on the same tasks (mean)",
                         "intervals per group in compare.md")
     t.add_column("group")
     for n in names:
@@ -189,20 +189,12 @@ def markdown_table(doc: dict[str, Any]) -> str:
             + ledger_markdown(doc) + tail)
 
 
-def _terminal_table(title: str, caption: str | None = None):
-    """A table for an 80-column terminal: a light box and collapsed padding (the markdown keeps every detail)."""
-    from rich import box
-    from rich.table import Table
-
-    return Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-
-
 def rich_table(doc: dict[str, Any]):
-    from ..render import fit_table
+    from ..render import compact_table, fit_table
 
     rows = table_rows(doc)
     k = rows[0]["k"] if rows else 1
-    t = _terminal_table(f"{doc['target']} at B = {doc['budget']} rollouts")
+    t = compact_table(f"{doc['target']} at B = {doc['budget']} rollouts")
     cols = ("method", "rollouts", "pass^1 [95% CI]", *((f"pass^{k}",) if k > 1 else ()), "mean", "train s", "eval s")
     for c in cols:
         t.add_column(c, justify="left" if c == "method" else "right")
@@ -217,14 +209,14 @@ def rich_table(doc: dict[str, Any]):
 def rich_scores_table(doc: dict[str, Any]):
     """The per-group scores of :func:`scores_markdown` as a terminal table, the mean reward per method (the
     intervals, perfect counts and ended shares are in ``compare.md``); ``None`` without graded scores."""
-    from ..render import fit_table
+    from ..render import compact_table, fit_table
 
     named = _scores(doc)
     if not named:
         return None
     names = list(named)
     groups = sorted({g for sc in named.values() for g in sc["groups"]})
-    t = _terminal_table("per group: mean reward (intervals, perfect counts, ended shares in compare.md)",
+    t = compact_table("per group: mean reward (intervals, perfect counts, ended shares in compare.md)",
                         "floor: the mean reward of an agent that refuses everything")
     t.add_column("group")
     for n in names:

@@ -5,9 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["resolve_policy", "EVAL_SPEC_HELP"]
+__all__ = ["resolve_policy", "EVAL_SPEC_HELP", "add_policy_options"]
 
 EVAL_SPEC_HELP = "base | adapter:NAME | routed | scripted:FILE | hf:MODEL | smollm2 | openai:URL#MODEL"
+
+
+def add_policy_options(p: Any) -> None:
+    """The options every command that resolves a ``--policy`` spec takes (an ``argparse`` parser): the base
+    model, the adapters folder, the router and generation (``--max-new-tokens``, ``--temperature``, ``--greedy``)."""
+    p.add_argument("--model", default="smollm2", help="base model for base/adapter:/routed (default smollm2)")
+    p.add_argument("--adapters", default="adapters", help="folder with manifest.json and router_index")
+    p.add_argument("--router", choices=["retrieval", "classifier"], default="retrieval")
+    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--temperature", type=float, default=None)
+    p.add_argument("--greedy", action="store_true")
 
 
 def _base(model: str, gen: dict[str, Any]):

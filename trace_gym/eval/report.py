@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rich import box
 from rich.table import Table
 
-from ..render import fit_table
+from ..render import compact_table, fit_table
 
 __all__ = ["report_table", "comparison_table", "paired_difference_table", "plot_comparison"]
 
@@ -37,8 +36,7 @@ def report_table(rep: dict[str, Any]) -> Table:
     ks = sorted(rep["pass_hat_k"], key=int)
     shown = [ks[0]] + ([ks[-1]] if len(ks) > 1 else [])  # pass^1 and pass^K; the JSON has every k with its interval
     scores = _scores(rep)
-    t = Table(title=f"{rep['policy']} on {rep['env_id']} ({rep['n_tasks']} tasks × {rep['trials']} trials)",
-              box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    t = compact_table(f"{rep['policy']} on {rep['env_id']} ({rep['n_tasks']} tasks × {rep['trials']} trials)")
     t.add_column("group")
     t.add_column("n", justify="right")
     t.add_column("mean [95% CI]", justify="right")
@@ -81,7 +79,7 @@ def comparison_table(reports: list[dict[str, Any]]) -> Table:
     rollouts and time."""
     ks = sorted(reports[0]["pass_hat_k"], key=int)
     shown = [ks[0]] + ([ks[-1]] if len(ks) > 1 else [])
-    t = Table(title=f"Comparison on {reports[0]['env_id']}", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    t = compact_table(f"Comparison on {reports[0]['env_id']}")
     t.add_column("policy")
     t.add_column("mean [95% CI]", justify="right")
     for k in shown:
@@ -110,7 +108,7 @@ def paired_difference_table(reports: list[dict[str, Any]], *, seed: int = 0) -> 
     rows = paired_table(paired_scores(reports, seed=seed))
     if not rows:
         return None
-    t = Table(title="Paired differences on the same tasks", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    t = compact_table("Paired differences on the same tasks")
     for i, head in enumerate(rows[0]):
         t.add_column(head, justify="left" if i == 0 else "right")
     for r in rows[1:]:

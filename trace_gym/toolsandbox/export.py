@@ -472,7 +472,7 @@ def install(source: str | None, dest: Path, log: Callable[[str], None], *, venv_
             ) -> dict[str, Any]:
     """Export from upstream, verify every derived file against the shipped checksums and install them at
     ``dest`` atomically.  Verified files of an existing copy at ``dest`` that the export cannot make are kept."""
-    from trace_gym.datafetch import MARKER, _matches, _replace_dir, _sha256_path, load_manifest
+    from trace_gym.datafetch import _install_staged, _matches, _sha256_path, _staging, load_manifest
 
     manifest = load_manifest("toolsandbox")
     files = export(source, log, venv_parent=venv_parent)
@@ -482,8 +482,7 @@ def install(source: str | None, dest: Path, log: Callable[[str], None], *, venv_
                              f"from the checksum of {manifest['version']}: is the source apple/ToolSandbox at "
                              f"{PINNED_COMMIT}? Nothing was installed.")
     log(f"verified {len(files)} exported file(s) against the shipped checksums (byte for byte): {', '.join(files)}")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
+    staging = _staging(dest)
     try:
         for rel, data in files.items():
             (staging / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -500,9 +499,7 @@ def install(source: str | None, dest: Path, log: Callable[[str], None], *, venv_
         marker = {"benchmark": "toolsandbox", "version": manifest["version"],
                   "source": source or ARCHIVE_URL.format(commit=PINNED_COMMIT), "files": len(files) + len(kept),
                   "not_in_source": missing, "derived": {rel: ["ran upstream's code"] for rel in files}, "kept": kept}
-        os.chmod(staging, 0o755)
-        (staging / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
-        _replace_dir(staging, dest)
+        _install_staged(staging, dest, marker)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
