@@ -25,10 +25,11 @@ def test_the_two_folds_cut_every_category_in_two_and_never_overlap():
     for fold in (train, test):  # every category on both sides, about half of it
         n_all = Counter(g for t in every for g in task_groups(src, t))
         n_fold = Counter(g for t in fold for g in task_groups(src, t))
-        assert set(n_fold) == set(n_all) and len(n_all) == 7
+        assert set(n_fold) == set(n_all) and len(n_all) == 8  # 7 categories and "answerable"
         for g, n in n_all.items():
             assert abs(n_fold[g] - n / 2) <= 3, (g, n_fold[g], n)
     non_refusal = [t for t in test if "insufficient_information" not in task_groups(src, t)]
+    assert non_refusal == [t for t in test if "answerable" in task_groups(src, t)]
     assert sum("state_dependency" in task_groups(src, t) for t in non_refusal) >= 10
     assert src.task_ids("test") == test  # fixed: every run holds out the same scenarios
     with pytest.raises(UnknownSplitError, match="fold_a"):
@@ -37,7 +38,7 @@ def test_the_two_folds_cut_every_category_in_two_and_never_overlap():
 
 def test_a_scenario_counts_in_every_category_it_carries():
     src = task_source_for(ENV)
-    multi = [t for t in src.task_ids() if len(task_groups(src, t)) >= 3]
+    multi = [t for t in src.task_ids() if len(set(task_groups(src, t)) - {"answerable"}) >= 3]
     assert multi
     t = multi[0]
     assert src.group(t) in task_groups(src, t) and "no_distraction_tools" not in task_groups(src, t)

@@ -19,7 +19,8 @@ databases as write tools; ``details`` holds the typed milestones and minefields 
 scenario's ``categories`` (upstream's names, which the offline labeler reads).
 Reports count a scenario in every category it carries (:meth:`ToolSandboxTasks.groups`, lower
 case, ``NO_DISTRACTION_TOOLS`` left out as every base scenario has it), as ToolSandbox reports
-them; :meth:`~ToolSandboxTasks.group` is the first of single tool call, multiple tool call,
+them, and every scenario without insufficient information also in ``answerable``;
+:meth:`~ToolSandboxTasks.group` is the first of single tool call, multiple tool call,
 multiple user turn, insufficient information that applies (one label per scenario).
 """
 
@@ -32,7 +33,8 @@ import numpy as np
 
 from trace_gym.core.tasks import Gold, UnknownSplitError, UnknownTaskError
 
-__all__ = ["ToolSandboxTasks", "REPORT_CATEGORIES", "ALL_CATEGORIES", "SPLIT_SEED", "category_group", "category_folds"]
+__all__ = ["ToolSandboxTasks", "REPORT_CATEGORIES", "ALL_CATEGORIES", "ANSWERABLE", "SPLIT_SEED", "category_group",
+           "category_folds"]
 
 SPLIT_SEED = 0  # the seed of the fold cut: fixed, so every run holds out the same scenarios
 _SPLITS = ("base", "train", "test", "fold_a", "fold_b")
@@ -43,6 +45,9 @@ REPORT_CATEGORIES = ("SINGLE_TOOL_CALL", "MULTIPLE_TOOL_CALL", "MULTIPLE_USER_TU
 # Every category a scenario can count in (``groups``), in report order.
 ALL_CATEGORIES = ("STATE_DEPENDENCY", "CANONICALIZATION", "INSUFFICIENT_INFORMATION", "SINGLE_USER_TURN",
                   "MULTIPLE_USER_TURN", "SINGLE_TOOL_CALL", "MULTIPLE_TOOL_CALL")
+# The report group of every scenario the agent can complete (no INSUFFICIENT_INFORMATION): where an adapter
+# that teaches tool use can gain, and a refusal cannot.
+ANSWERABLE = "answerable"
 _AGENT_TRACE = ("EXECUTION_ENVIRONMENT", "AGENT")  # (sender, recipient) of the agent's tool results
 
 
@@ -134,9 +139,12 @@ class ToolSandboxTasks:
         return category_group(self._scenario(task_id).categories)
 
     def groups(self, task_id: str) -> tuple[str, ...]:
-        """Every category the scenario carries (lower case, :data:`ALL_CATEGORIES` order)."""
+        """Every category the scenario carries (lower case, :data:`ALL_CATEGORIES` order), then
+        :data:`ANSWERABLE` for a scenario without ``INSUFFICIENT_INFORMATION`` (one the agent can complete
+        with the tools it is given, so the refusal floor scores it 0)."""
         cats = set(self._scenario(task_id).categories)
-        return tuple(c.lower() for c in ALL_CATEGORIES if c in cats) or (self.group(task_id),)
+        out = tuple(c.lower() for c in ALL_CATEGORIES if c in cats) or (self.group(task_id),)
+        return out if "INSUFFICIENT_INFORMATION" in cats else out + (ANSWERABLE,)
 
     def task_id_of(self, info: Mapping[str, Any], options: Mapping[str, Any] | None = None) -> str | None:
         name = (options or {}).get(self.option_key) or info.get("scenario")
