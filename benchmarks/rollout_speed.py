@@ -13,7 +13,10 @@ What it measures, with the real SmolLM2-135M-Instruct on this machine:
   env, loss forward/backward and optimizer per step.
 
 Every part runs once per code version, each in its own process: this tree and ``--baseline``
-(a commit, exported with ``git archive`` under the output folder).  Results are written per
+(a commit, exported with ``git archive`` under the output folder), and ``llamacpp``: this
+tree with the llama.cpp backend (``LlamaCppPolicy`` on SmolLM2's own Q4_1 GGUF, the adapter
+converted to a llama.cpp LoRA; its limit is llama.cpp's own batched decode loop; no GRPO
+part), measured when ``llama-cpp-python`` is installed.  Results are written per
 (version, part) as they finish, so an interrupted run resumes; ``--fresh`` measures again.
 The adapter is the one ``trace-gym sft`` makes with the issue's recipe (trained once, into
 the output folder, unless ``--adapters`` names a folder with a manifest).  Greedy actions of
@@ -28,6 +31,7 @@ Run it on an idle machine: figures are wall-clock seconds.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -45,6 +49,7 @@ GRPO_ENV = "trace/cap-ts-location-dependency-v0"
 BATCH = 4
 MAX_NEW = 256
 STOP = "</tool_call>"
+LLAMACPP = "llamacpp"  # this tree with the llama.cpp backend
 
 
 # ----------------------------------------------------------------------------- worker side
@@ -64,10 +69,15 @@ def state_dependency_scenarios() -> list[str]:
                   if "STATE_DEPENDENCY" in s.categories and "INSUFFICIENT_INFORMATION" not in s.categories)
 
 
-def _policy(adapters: str | None) -> Any:
-    from trace_gym.policies.hf import HFPolicy
+def _policy(adapters: str | None, backend: str = "hf") -> Any:
+    if backend == "llamacpp":
+        from trace_gym.policies.llamacpp import LlamaCppPolicy
 
-    policy = HFPolicy.smollm2(greedy=True, batch_size=BATCH, max_new_tokens=MAX_NEW)
+        policy = LlamaCppPolicy.smollm2(greedy=True, batch_size=BATCH, max_new_tokens=MAX_NEW)
+    else:
+        from trace_gym.policies.hf import HFPolicy
+
+        policy = HFPolicy.smollm2(greedy=True, batch_size=BATCH, max_new_tokens=MAX_NEW)
     if adapters is None:
         return policy
     from trace_gym.route.policy import AdapterPolicy
@@ -83,7 +93,7 @@ def _decode_stats(policy: Any) -> dict[str, Any] | None:
     return stats.to_dict() if stats is not None else None
 
 
-def work_episodes(env_id: str, adapters: str | None, n: int) -> dict[str, Any]:
+def work_episodes(env_id: str, adapters: str | None, n: int, backend: str = "hf") -> dict[str, Any]:
     import torch
 
     from trace_gym.rollout import collect
@@ -98,7 +108,7 @@ def work_episodes(env_id: str, adapters: str | None, n: int) -> dict[str, Any]:
     else:
         seeds = list(range(100_000, 100_000 + n))
         options, labels = [{"hint": False}] * n, [str(s) for s in seeds]
-    policy = _policy(adapters)
+    policy = _policy(adapters, backend)
     tok = getattr(policy, "base", policy).tokenizer
     t0, c0 = time.perf_counter(), time.process_time()
     trajs = collect(env_id, policy, seeds, options=options, batch_size=BATCH)
@@ -114,8 +124,47 @@ def work_episodes(env_id: str, adapters: str | None, n: int) -> dict[str, Any]:
     }
 
 
-def work_limit(steps: int = 48) -> dict[str, Any]:
+def _limit_prompts(policy: Any) -> list[list[int]]:
     import gymnasium as gym
+
+    from trace_gym.core.tasks import task_source_for
+
+    source, tok, rows = task_source_for(TS_ENV), policy.tokenizer, []
+    env = gym.make(TS_ENV)
+    for task in state_dependency_scenarios()[:BATCH]:
+        _, info = env.reset(seed=0, options=source.reset_options(task))
+        rows.append(tok(policy.render_prompt(info["messages"], info["tools"]), add_special_tokens=False)["input_ids"])
+    return rows
+
+
+def work_limit_llamacpp(steps: int = 48) -> dict[str, Any]:
+    """llama.cpp's own loop: one prefill of the batch, then one ``llama_decode`` of a token per row per step."""
+    import numpy as np
+
+    from trace_gym.policies.llamacpp import LlamaCppPolicy
+
+    policy = LlamaCppPolicy.smollm2(greedy=True, batch_size=BATCH)
+    engine, rows = policy.engine, _limit_prompts(policy)
+    out: dict[str, Any] = {"prompt_tokens": [len(r) for r in rows], "batch": BATCH, "steps": steps}
+    entries = [(tok, pos, s, pos == len(r) - 1) for s, r in enumerate(rows) for pos, tok in enumerate(r)]
+    t0 = time.perf_counter()
+    got = engine._run(entries)
+    out["prefill_s"] = time.perf_counter() - t0
+    ends = [k for k, e in enumerate(entries) if e[3]]
+    nxt = [int(np.argmax(got[k])) for k in ends]
+    t0 = time.perf_counter()
+    for step in range(steps):
+        got = engine._run([(nxt[s], len(r) + step, s, True) for s, r in enumerate(rows)])
+        nxt = [int(np.argmax(got[s])) for s in range(len(rows))]
+    out["decode_s"] = time.perf_counter() - t0
+    out["decode_steps_per_s"] = steps / out["decode_s"]
+    out["decode_tokens_per_s"] = BATCH * steps / out["decode_s"]
+    out["prefill_tokens_per_s"] = sum(out["prompt_tokens"]) / out["prefill_s"]
+    policy.close()
+    return out
+
+
+def work_limit(steps: int = 48) -> dict[str, Any]:
     import torch
     from transformers import StaticCache
 
@@ -123,14 +172,7 @@ def work_limit(steps: int = 48) -> dict[str, Any]:
 
     policy = HFPolicy.smollm2(greedy=True)
     model, tok = policy.model, policy.tokenizer
-    from trace_gym.core.tasks import task_source_for
-
-    source = task_source_for(TS_ENV)
-    rows = []
-    env = gym.make(TS_ENV)
-    for task in state_dependency_scenarios()[:BATCH]:
-        _, info = env.reset(seed=0, options=source.reset_options(task))
-        rows.append(tok(policy.render_prompt(info["messages"], info["tools"]), add_special_tokens=False)["input_ids"])
+    rows = _limit_prompts(policy)
     width = max(len(r) for r in rows)
     ids = torch.full((BATCH, width), tok.pad_token_id, dtype=torch.long)
     mask = torch.zeros((BATCH, width + steps + 1), dtype=torch.long)
@@ -223,13 +265,13 @@ def worker(args: argparse.Namespace) -> int:
 
     if not Path(trace_gym.__file__).resolve().is_relative_to(Path(args.code).resolve()):
         raise SystemExit(f"imported trace_gym from {trace_gym.__file__}, not from {args.code}")
-    part = args.worker
+    part, backend = args.worker, args.backend
     if part == "limit":
-        res = work_limit()
+        res = work_limit_llamacpp() if backend == "llamacpp" else work_limit()
     elif part in ("base", "adapter"):
-        res = work_episodes(TS_ENV, args.adapters if part == "adapter" else None, args.scenarios)
+        res = work_episodes(TS_ENV, args.adapters if part == "adapter" else None, args.scenarios, backend)
     elif part in ("cap-base", "cap-adapter"):
-        res = work_episodes(CAP_ENV, args.adapters if part == "cap-adapter" else None, args.cap_seeds)
+        res = work_episodes(CAP_ENV, args.adapters if part == "cap-adapter" else None, args.cap_seeds, backend)
     else:
         res = work_grpo(args.adapters, args.grpo_steps, args.scratch)
     tmp = Path(args.result).with_suffix(".tmp")
@@ -270,6 +312,7 @@ def run_part(version: str, code: Path, part: str, a: argparse.Namespace, out: Pa
         return json.loads(result.read_text())
     print(f"[{time.strftime('%H:%M:%S')}] {version}: {part} ...", flush=True)
     cmd = [sys.executable, __file__, "--worker", part, "--code", str(code), "--result", str(result),
+           "--backend", "llamacpp" if version == LLAMACPP else "hf",
            "--adapters", str(a.adapters), "--scenarios", str(a.scenarios), "--cap-seeds", str(a.cap_seeds),
            "--grpo-steps", str(a.grpo_steps), "--scratch", str(out / f"grpo-{version}")]
     from trace_gym.datadirs import toolsandbox_data_dir
@@ -341,18 +384,28 @@ def report(res: dict[tuple[str, str], dict[str, Any]], a: argparse.Namespace) ->
         out.append(f"Limit (batch {lim['batch']}, prompts of {lim['prompt_tokens']} tokens, static KV cache, greedy): "
                    f"decode {lim['decode_steps_per_s']:.2f} steps/s = {lim['decode_tokens_per_s']:.1f} tokens/s; "
                    f"prefill {lim['prefill_tokens_per_s']:.0f} tokens/s.\n")
-    rows = [episode_row(p, res[(base, p)], res[(head, p)]) for p in ("base", "adapter", "cap-base", "cap-adapter")
-            if (base, p) in res and (head, p) in res]
-    if rows:
-        out.append(table(["policy", "s/action", "actions/min", "episodes/min", "tokens/action",
-                          "equal actions, episodes"], rows))
-    if lim:
-        rows = [shares_row(p, res[(head, p)], lim) for p in ("base", "adapter", "cap-base", "cap-adapter")
-                if (head, p) in res]
-        out.append("\nThis tree, where the time goes (decode tokens/s as a share of the limit's; stops: end-of-turn "
-                   "token / stop string / token limit):\n")
-        out.append(table(["policy", "decode tokens/s", "steps/s", "tokens/step", "drafts kept", "prefill", "decode",
-                          "env", "other", "stops"], rows))
+    llim = res.get((LLAMACPP, "limit"))
+    if llim:
+        out.append(f"llama.cpp limit (the same prompts, its own batched decode loop on the Q4_1 GGUF): decode "
+                   f"{llim['decode_steps_per_s']:.2f} steps/s = {llim['decode_tokens_per_s']:.1f} tokens/s; prefill "
+                   f"{llim['prefill_tokens_per_s']:.0f} tokens/s.\n")
+    episode_parts = ("base", "adapter", "cap-base", "cap-adapter")
+    for version, title in ((head, "this tree (transformers)"), (LLAMACPP, "this tree on llama.cpp")):
+        rows = [episode_row(p, res[(base, p)], res[(version, p)]) for p in episode_parts
+                if (base, p) in res and (version, p) in res]
+        if rows:
+            out.append(f"\n{base} → {title}; equal: greedy actions equal to {base}'s:\n")
+            out.append(table(["policy", "s/action", "actions/min", "episodes/min", "tokens/action",
+                              "equal actions, episodes"], rows))
+    for version, limit, title in ((head, lim, "This tree"), (LLAMACPP, llim, "On llama.cpp")):
+        if not limit:
+            continue
+        rows = [shares_row(p, res[(version, p)], limit) for p in episode_parts if (version, p) in res]
+        if rows:
+            out.append(f"\n{title}, where the time goes (decode tokens/s as a share of its limit's; stops: end-of-turn "
+                       "token / stop string / token limit):\n")
+            out.append(table(["policy", "decode tokens/s", "steps/s", "tokens/step", "drafts kept", "prefill",
+                              "decode", "env", "other", "stops"], rows))
     if (base, "grpo") in res and (head, "grpo") in res:
         def mean(d: dict[str, Any], k: str) -> float:
             return statistics.mean(s[k] for s in d["steps"])
@@ -375,12 +428,14 @@ def main() -> int:
     p.add_argument("--scenarios", type=int, default=24)
     p.add_argument("--cap-seeds", type=int, default=8)
     p.add_argument("--grpo-steps", type=int, default=2)
-    p.add_argument("--versions", default="baseline,head", help="which code versions to measure now (baseline, head)")
+    p.add_argument("--versions", default="baseline,head,llamacpp",
+                   help="which code versions to measure now (baseline, head, llamacpp: this tree on llama.cpp)")
     p.add_argument("--fresh", action="store_true", help="measure again what an earlier run stored")
     p.add_argument("--worker", choices=PARTS, help=argparse.SUPPRESS)
     p.add_argument("--code", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
     p.add_argument("--scratch", help=argparse.SUPPRESS)
+    p.add_argument("--backend", choices=["hf", LLAMACPP], default="hf", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.worker:
         return worker(a)
@@ -391,13 +446,16 @@ def main() -> int:
     if unknown:
         p.error(f"--parts: unknown {unknown}; choose from {', '.join(PARTS)}")
     a.adapters = Path(a.adapters).resolve() if a.adapters else ensure_adapter(out)
-    versions = {a.baseline: export_baseline(a.baseline, out), "head": ROOT}
+    versions = {a.baseline: export_baseline(a.baseline, out), "head": ROOT, LLAMACPP: ROOT}
     run_now = {a.baseline if v == "baseline" else v for v in a.versions.split(",") if v}
+    if LLAMACPP in run_now and importlib.util.find_spec("llama_cpp") is None:
+        print("llama-cpp-python is not installed: the llamacpp version is not measured", flush=True)
+        run_now.discard(LLAMACPP)
     res: dict[tuple[str, str], dict[str, Any]] = {}
     for part in parts:
         for version, code in versions.items():
-            if part == "limit" and version != "head":
-                continue  # the model's own speed: one measurement
+            if (part == "limit" and version == a.baseline) or (part == "grpo" and version == LLAMACPP):
+                continue  # the model's own speed: one measurement per engine; GRPO trains with transformers
             stored = out / f"{version}-{part}.json"
             if version in run_now:
                 res[(version, part)] = run_part(version, code, part, a, out)

@@ -7,13 +7,14 @@ from typing import Any
 
 __all__ = ["resolve_policy", "EVAL_SPEC_HELP", "add_policy_options"]
 
-EVAL_SPEC_HELP = "base | adapter:NAME | routed | scripted:FILE | hf:MODEL | smollm2 | openai:URL#MODEL"
+EVAL_SPEC_HELP = "base | adapter:NAME | routed | scripted:FILE | hf:MODEL | smollm2 | llamacpp:smollm2 | openai:URL#MODEL"
 
 
 def add_policy_options(p: Any) -> None:
     """The options every command that resolves a ``--policy`` spec takes (an ``argparse`` parser): the base
     model, the adapters folder, the router and generation (``--max-new-tokens``, ``--temperature``, ``--greedy``)."""
-    p.add_argument("--model", default="smollm2", help="base model for base/adapter:/routed (default smollm2)")
+    p.add_argument("--model", default="smollm2", help="base model for base/adapter:/routed (default smollm2; "
+                   "llamacpp:smollm2 runs it on llama.cpp)")
     p.add_argument("--adapters", default="adapters", help="folder with manifest.json and router_index")
     p.add_argument("--router", choices=["retrieval", "classifier"], default="retrieval")
     p.add_argument("--max-new-tokens", type=int, default=256)
@@ -62,6 +63,9 @@ def resolve_policy(spec: str, *, model: str = "smollm2", adapters: str | Path = 
         elif router == "classifier":
             from ..route.classifier import ClassifierRouter
 
+            if pol.serving:
+                raise ValueError(f"the classifier router scores with a transformers model; {model!r} serves its "
+                                 "adapters itself: use --router retrieval")
             r = ClassifierRouter(base.model, base.tokenizer, retrieval=retrieval, base_weights=pol.base_weights)
         else:
             raise ValueError(f"unknown router {router!r}; expected 'retrieval' or 'classifier'")

@@ -29,11 +29,12 @@ __all__ = [
     "reset_policy",
 ]
 
-SPEC_HELP = "scripted:FILE | hf:MODEL_OR_PATH | smollm2 | openai:URL#MODEL"
+SPEC_HELP = "scripted:FILE | hf:MODEL_OR_PATH | smollm2 | llamacpp:smollm2 | llamacpp:FILE.gguf | openai:URL#MODEL"
 
 
 def policy_from_spec(spec: str, **options: Any) -> Policy:
-    """A policy from ``scripted:FILE``, ``hf:MODEL``, ``smollm2`` or ``openai:URL#MODEL``.
+    """A policy from ``scripted:FILE``, ``hf:MODEL``, ``smollm2``, ``llamacpp:smollm2``, ``llamacpp:FILE.gguf``
+    (the model run by llama.cpp, :mod:`trace_gym.policies.llamacpp`) or ``openai:URL#MODEL``.
 
     ``options`` go to the policy's constructor where they apply (``max_new_tokens``,
     ``greedy``, ``temperature``, ``seed``, ``batch_size``, ``device`` for Hugging Face
@@ -59,6 +60,13 @@ def policy_from_spec(spec: str, **options: Any) -> Policy:
 
         keep = {k: opts[k] for k in ("max_new_tokens", "greedy", "temperature", "top_k", "top_p", "seed", "batch_size", "device") if k in opts}
         return HFPolicy.smollm2(**keep)
+    if kind == "llamacpp":
+        if not rest:
+            raise ValueError(f"llamacpp policy needs a GGUF file or smollm2: llamacpp:FILE.gguf (got {spec!r})")
+        from .llamacpp import LlamaCppPolicy
+
+        keep = {k: opts[k] for k in ("max_new_tokens", "greedy", "temperature", "top_k", "top_p", "seed", "batch_size") if k in opts}
+        return LlamaCppPolicy.smollm2(**keep) if rest == "smollm2" else LlamaCppPolicy(rest, **keep)
     if kind == "openai":
         url, sep, model = rest.rpartition("#")
         if not sep or not url or not model:

@@ -19,13 +19,12 @@ nothing, and the core never imports torch.  Prompt rendering lives in
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .base import ContextExceeded, PolicyError, Request
-from .decoding import DecodeStats, StopRule, context_limit, decode_rows, pick_tokens
+from .chat import ChatPolicy
+from .decoding import context_limit, decode_rows
 from .hf_models import (
     SMOLLM2_GGUF,
     ModelUnavailableError,
@@ -40,12 +39,7 @@ from .prefix_cache import PrefixKVCache, forward_kwargs
 from .prompting import (
     TOOL_FORMATS,
     TOOL_LISTINGS,
-    action_stop_strings,
     compact_tool_line,
-    end_of_turn,
-    native_tools,
-    render_chat,
-    resolve_tool_format,
     template_messages,
 )
 
@@ -71,19 +65,8 @@ __all__ = [
 SMALL_MODEL_SAMPLING = {"temperature": 0.7, "top_p": 0.9}
 
 
-def end_of_turn_ids(tokenizer: Any) -> set[int]:
-    """The special token the chat template closes an assistant turn with (empty when it has none)."""
-    try:
-        text = end_of_turn(tokenizer)
-    except Exception:  # a template that cannot render the probe has no marker to find
-        return set()
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
-    special = set(getattr(tokenizer, "all_special_ids", []) or [])
-    return {int(ids[0])} if ids and ids[0] in special else set()
-
-
 # ----------------------------------------------------------------------------- the policy
-class HFPolicy:
+class HFPolicy(ChatPolicy):
     """Generate actions with a ``transformers`` causal LM.
 
     ``greedy=True`` takes the most likely token; otherwise tokens are sampled with
@@ -141,56 +124,26 @@ class HFPolicy:
         lookahead: int = 8,
     ):
         torch, _ = require_transformers()
-        if tool_listing not in TOOL_LISTINGS:
-            raise ValueError(f"tool_listing must be one of {TOOL_LISTINGS}, got {tool_listing!r}")
-        tool_format = resolve_tool_format(tokenizer, tool_format)  # ValueError for an unknown name
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if not greedy and temperature <= 0:
-            raise ValueError("temperature must be > 0 when sampling (use greedy=True for argmax decoding)")
-        if not 0 < top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0:
             raise ValueError(f"lookahead must be an int >= 0, got {lookahead!r}")
+        eos: set[int] = set()
+        source = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        if isinstance(source, int):
+            eos.add(source)
+        elif isinstance(source, (list, tuple)):
+            eos.update(int(x) for x in source)
+        super().__init__(tokenizer, eos_token_ids=eos, policy_id=policy_id, max_new_tokens=max_new_tokens, greedy=greedy,
+                         temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, batch_size=batch_size,
+                         tool_listing=tool_listing, tool_format=tool_format, stop=stop)
         self._torch = torch
         self.model = model
-        self.tokenizer = tokenizer
-        self.policy_id = policy_id
-        self.max_new_tokens = max_new_tokens
-        self.greedy = greedy
-        self.temperature = temperature
-        self.top_k = top_k
-        self.top_p = top_p
-        self.seed = seed
-        self.batch_size = batch_size
-        self.tool_listing = tool_listing
-        self.tool_format = tool_format
         self.prefix_cache = prefix_cache
         self._prefix = PrefixKVCache(
             min_tokens=max(1, int(min_prefix_tokens)),
             max_entries=max(1, int(max_prefix_caches)) if max_prefix_caches else 2 * batch_size + 2,
             share_single=True,
         )
-        self.episode_seed: int | None = None
-        self._native_tools: bool | None = None
-        tokenizer.padding_side = "left"
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        eos: set[int] = set()
-        for source in (getattr(getattr(model, "generation_config", None), "eos_token_id", None), tokenizer.eos_token_id):
-            if isinstance(source, int):
-                eos.add(source)
-            elif isinstance(source, (list, tuple)):
-                eos.update(int(x) for x in source)
-        if not eos:
-            raise ValueError("the tokenizer and model define no end-of-sequence token")
-        self.eos_token_ids = eos
-        self.stop_rule = StopRule(tokenizer, eos | end_of_turn_ids(tokenizer),
-                                  action_stop_strings(tool_format) if stop is None else tuple(stop))
         self.lookahead = lookahead
-        self.decode_stats = DecodeStats()
         self.model.eval()
 
     # -- construction ----------------------------------------------------------------
@@ -229,62 +182,9 @@ class HFPolicy:
         kwargs.setdefault("policy_id", "smollm2")
         return cls(model, tokenizer, **kwargs)
 
-    # -- prompts -----------------------------------------------------------------------
-    def supports_native_tools(self) -> bool:
-        """Whether the chat template renders ``tools=`` (probed once, :func:`~trace_gym.policies.prompting.native_tools`)."""
-        if self._native_tools is None:
-            self._native_tools = native_tools(self.tokenizer)
-        return self._native_tools
-
-    def render_prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-        """The prompt text the model continues (generation prompt included)."""
-        try:
-            return render_chat(self.tokenizer, messages, tools, native=self.supports_native_tools(),
-                               tool_listing=self.tool_listing, tool_format=self.tool_format)
-        except Exception as exc:
-            raise PolicyError(f"{self.policy_id}: the chat template failed on this conversation: {exc}") from exc
-
-    # -- acting ------------------------------------------------------------------------
-    def reset(self, seed: int | None = None) -> None:
-        self.episode_seed = seed
-
-    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-        return self.act_batch([(messages, tools)], seeds=[self.episode_seed])[0]
-
-    def act_batch(self, requests: Sequence[Request], seeds: Sequence[int | None] | None = None) -> list[str]:
-        """One action per ``(messages, tools)``; ``seeds`` are the requests' episode seeds."""
-        if seeds is None:
-            seeds = [self.episode_seed] * len(requests)
-        if len(seeds) != len(requests):
-            raise ValueError(f"{len(seeds)} seeds for {len(requests)} requests")
-        prompts = [self.render_prompt(m, t) for m, t in requests]
-        rows = self._encode(prompts)  # every request's fit is checked before any is generated
-        out: list[str] = []
-        for start in range(0, len(prompts), self.batch_size):
-            end = start + self.batch_size
-            out.extend(self._generate_rows(prompts[start:end], rows[start:end], seeds[start:end]))
-        return out
-
-    def _encode(self, prompts: Sequence[str]) -> list[list[int]]:
-        """Token ids of ``prompts``; :class:`ContextExceeded` names those that leave no room in the context."""
-        rows = [list(r) for r in self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]]
-        if any(not r for r in rows):
-            raise PolicyError(f"{self.policy_id}: an empty prompt cannot be continued")
-        context = context_limit(self.model)
-        over = [i for i, r in enumerate(rows) if context is not None and len(r) >= context]
-        if over:
-            lengths = [len(rows[i]) for i in over]
-            raise ContextExceeded(f"{self.policy_id}: a prompt of {max(lengths)} tokens leaves no room in the model's "
-                                  f"context of {context} tokens", over, lengths, context or 0)
-        return rows
-
-    def _row_seed(self, prompt: str, episode_seed: int | None) -> int:
-        digest = hashlib.sha256(f"{self.seed}\x00{episode_seed}\x00{prompt}".encode()).digest()
-        return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
-
-    def _pick(self, logits: Any, generators: list[Any]) -> Any:
-        return pick_tokens(logits, greedy=self.greedy, temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
-                           generators=generators)
+    # -- the backend ---------------------------------------------------------------------
+    def context_limit(self) -> int | None:
+        return context_limit(self.model)
 
     def _forward_kwargs(self) -> tuple[str, dict[str, Any]]:
         """The cache argument's name and ``logits_to_keep=1`` where supported
@@ -322,28 +222,11 @@ class HFPolicy:
         """Forget every cached prefix (needed after the model's weights change)."""
         self._prefix.clear()
 
-    def generate(self, prompts: Sequence[str], seeds: Sequence[int | None] | None = None) -> list[str]:
-        """Continue each prompt until its action is complete (:attr:`stop_rule`) or ``max_new_tokens``.
-
-        A prompt that leaves no room in the model's context raises
-        :class:`~trace_gym.policies.base.ContextExceeded` naming its rows (nothing is
-        generated); one that leaves less room than ``max_new_tokens`` gets what is left.
-        """
-        if not prompts:
-            return []
-        seeds = list(seeds) if seeds is not None else [self.episode_seed] * len(prompts)
-        return self._generate_rows(prompts, self._encode(prompts), seeds)
-
-    def _generate_rows(self, prompts: Sequence[str], rows: list[list[int]], seeds: Sequence[int | None]) -> list[str]:
-        torch = self._torch
-        context = context_limit(self.model)
-        limits = [self.max_new_tokens if context is None else min(self.max_new_tokens, context - len(r)) for r in rows]
-        generators = [torch.Generator(device="cpu").manual_seed(self._row_seed(p, s)) for p, s in zip(prompts, seeds, strict=True)]
+    def _decode(self, rows: list[list[int]], limits: list[int], pick: Any) -> list[list[int]]:
         produced = decode_rows(
-            self.model, rows, max_new_tokens=limits, pick=lambda logits, idx: self._pick(logits, [generators[i] for i in idx]),
-            stop=self.stop_rule, pad_id=self.tokenizer.pad_token_id, prefix=self._prefix if self.prefix_cache else None,
-            lookahead=self.lookahead, stats=self.decode_stats,
+            self.model, rows, max_new_tokens=limits, pick=pick, stop=self.stop_rule, pad_id=self.tokenizer.pad_token_id,
+            prefix=self._prefix if self.prefix_cache else None, lookahead=self.lookahead, stats=self.decode_stats,
         )
         if not self.prefix_cache:
             self._prefix.stats["prompt_tokens"] += sum(len(r) for r in rows)
-        return [self.stop_rule.cut_text(self.tokenizer.decode(p, skip_special_tokens=True)) for p in produced]
+        return produced

@@ -41,20 +41,39 @@ class AdapterPolicy:
     token from the unmerged one; ``merge=False`` keeps PEFT's unmerged arithmetic (and its
     per-layer overhead).  Adapters PEFT cannot merge as a weight delta (DoRA) are served
     unmerged.  An adapter made for another base model raises :class:`AdapterError`.
+
+    A base policy that serves adapters itself (``load_adapter(name, folder)`` and
+    ``use_adapter(name)``, e.g. :class:`~trace_gym.policies.llamacpp.LlamaCppPolicy`) is handed
+    each registered adapter and switched by ``use``; ``merge`` does not apply to it.
     """
 
     accepts_seeds = True
 
     def __init__(self, base: Any, registry: AdapterRegistry, names: list[str] | None = None, fixed: str | None = None,
                  *, merge: bool = True):
-        from peft import PeftModel
-
         self.base, self.registry = base, registry
         names = names or registry.names()
         if not names:
             raise ValueError(f"{registry.manifest} lists no adapters")
         if fixed is not None and fixed not in names:
             raise KeyError(f"adapter {fixed!r} not loaded; loaded: {names}")
+        self.names, self.fixed, self.active = names, fixed, NO_ADAPTER
+        self.policy_id = f"adapter:{fixed}" if fixed else "adapters"
+        self._weights: dict[str, dict[str, Any]] | None = None
+        self.serving = hasattr(base, "load_adapter") and hasattr(base, "use_adapter")
+        if self.serving:
+            for n in ([fixed] if fixed else names):
+                try:
+                    base.load_adapter(n, registry[n].path)
+                except (ValueError, OSError) as exc:
+                    raise AdapterError(f"adapter {n!r} ({registry[n].path}) does not fit the base model "
+                                       f"{getattr(base, 'policy_id', '?')}: {_first_line(exc)}") from None
+            self.merged = False
+            if fixed:
+                self.use(fixed)
+            return
+        from peft import PeftModel
+
         from ..compat import renamed_checkpointing_warnings_hidden
 
         # A fixed adapter is the only one a merged policy needs.
@@ -72,24 +91,25 @@ class AdapterPolicy:
                     raise AdapterError(f"adapter {n!r} ({path}) does not fit the base model "
                                        f"{getattr(base, 'policy_id', '?')}: {_first_line(exc)}") from None
         model.eval()
-        self._weights: dict[str, dict[str, Any]] | None = None
         if merge and mergeable(model, loading):
             self._weights = {NO_ADAPTER: merged_weights(model, None), **{n: merged_weights(model, n) for n in loading}}
             model = model.unload()  # the plain model: adapters are now weight sets to swap in
         base.model = model
         if hasattr(base, "clear_prefix_cache"):
             base.clear_prefix_cache()  # cached prefixes were computed without adapters
-        self.names = names
         self.merged = self._weights is not None
-        self.active: str = NO_ADAPTER
-        self.fixed = fixed
-        self.policy_id = f"adapter:{fixed}" if fixed else "adapters"
         if fixed:
             self.use(fixed)
 
     def use(self, name: str) -> None:
         if name != NO_ADAPTER and name not in self.names:
             raise KeyError(f"adapter {name!r} not loaded; loaded: {self.names}")
+        if self.serving:
+            if self.fixed and name not in (self.fixed, NO_ADAPTER):
+                raise KeyError(f"adapter {name!r} was not loaded (this policy serves {self.fixed!r} only)")
+            self.base.use_adapter(None if name == NO_ADAPTER else name)
+            self.active = name
+            return
         if self._weights is not None:
             if name not in self._weights:
                 raise KeyError(f"adapter {name!r} was not merged (this policy serves {self.fixed!r} only)")
@@ -108,6 +128,9 @@ class AdapterPolicy:
     @contextmanager
     def base_weights(self) -> Iterator[None]:
         """The base model's weights in place for the duration (e.g. for a router that scores with them)."""
+        if self.serving:
+            raise TypeError(f"{getattr(self.base, 'policy_id', 'this policy')} serves its adapters itself and has no "
+                            "transformers weights to score with: use the retrieval router")
         if self._weights is None:
             with self.base.model.disable_adapter():
                 yield
@@ -119,7 +142,7 @@ class AdapterPolicy:
             self._swap(self.active)
 
     def _ctx(self):
-        if self._weights is None and self.active == NO_ADAPTER:
+        if not self.serving and self._weights is None and self.active == NO_ADAPTER:
             return self.base.model.disable_adapter()
         return nullcontext()
 

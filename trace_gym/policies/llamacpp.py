@@ -1,0 +1,339 @@
+"""A chat policy on llama.cpp (``llama-cpp-python``): a GGUF model run by a purpose-built CPU engine.
+
+:class:`LlamaCppPolicy` prompts, seeds and stops exactly as
+:class:`~trace_gym.policies.hf.HFPolicy` does (both are a
+:class:`~trace_gym.policies.chat.ChatPolicy`; the same tokenizer, chat template and
+:func:`~trace_gym.policies.decoding.pick_tokens`), and hands the token rows to
+:class:`LlamaCppEngine`:
+
+* **Lock-step batches.**  One llama.cpp context holds ``slots`` sequences; every decode
+  step runs one token of every live row in one ``llama_decode``, so the weights are read
+  once per step for the whole batch.
+* **Prefix reuse per slot.**  A row goes to the free slot whose cached tokens share the
+  longest prefix with it (its conversation's previous turn, or at least the system prompt
+  and tool listing of the last episode played there); only the rest is prefilled.
+* **Adapters without reloading.**  PEFT LoRA adapters are converted once to llama.cpp's LoRA
+  GGUF (:mod:`~trace_gym.policies.lora_gguf`), loaded next to the model and switched per
+  batch (:meth:`LlamaCppPolicy.use_adapter`); cached prefixes are kept per adapter.
+
+The arithmetic is llama.cpp's: on a quantized GGUF (SmolLM2's ships as Q4_1) its dot
+products quantize activations too, so its greedy tokens can differ from ``transformers``'
+on the de-quantized weights; ``benchmarks/rollout_speed.py`` counts the actions that
+differ.  Install with ``pip install "trace-gym[llamacpp]"`` (llama-cpp-python 0.3.36 or later,
+built from source for this CPU).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .base import PolicyError
+from .chat import ChatPolicy
+from .decoding import DecodeStats, StopRule
+from .hf_models import (
+    ModelUnavailableError,
+    load_smollm2_tokenizer,
+    model_cache_dir,
+    require_transformers,
+    smollm2_gguf_path,
+)
+
+__all__ = ["LlamaCppEngine", "LlamaCppPolicy", "require_llama_cpp"]
+
+_LOG_CALLBACK: Any = None  # kept alive: llama.cpp calls it for every log line
+
+
+def require_llama_cpp() -> Any:
+    """The ``llama_cpp`` module, or :class:`ModelUnavailableError` saying how to install it."""
+    try:
+        import llama_cpp
+    except ImportError:
+        raise ModelUnavailableError("the llama.cpp backend needs llama-cpp-python: pip install 'trace-gym[llamacpp]' "
+                                    "(it compiles llama.cpp for this machine; a few minutes)") from None
+    global _LOG_CALLBACK
+    if _LOG_CALLBACK is None:
+        llama_cpp.llama_backend_init()
+        _LOG_CALLBACK = llama_cpp.llama_log_callback(lambda level, text, user: None)
+        llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
+    return llama_cpp
+
+
+class _Slot:
+    __slots__ = ("tokens", "adapter", "used")
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []  # what the slot's sequence holds in the KV cache, position by position
+        self.adapter: str | None = None
+        self.used = 0
+
+
+def _shared(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class LlamaCppEngine:
+    """One GGUF model, one context of ``slots`` sequences of ``n_ctx`` tokens each, and its LoRA adapters.
+
+    Errors: :class:`ModelUnavailableError` when the package is missing or the file cannot be
+    loaded; :class:`ValueError` for an adapter that does not fit the model;
+    :class:`~trace_gym.policies.base.PolicyError` when llama.cpp fails to decode.
+    """
+
+    def __init__(self, model_path: str | Path, *, slots: int = 4, n_ctx: int | None = None, n_threads: int | None = None,
+                 n_batch: int = 512):
+        lib = require_llama_cpp()
+        self._lib = lib
+        self.model_path = Path(model_path)
+        if not self.model_path.is_file():
+            raise ModelUnavailableError(f"no GGUF model file at {self.model_path}")
+        self._model = lib.llama_model_load_from_file(str(self.model_path).encode(), lib.llama_model_default_params())
+        if not self._model:
+            raise ModelUnavailableError(f"llama.cpp could not load {self.model_path}")
+        self.n_vocab = int(lib.llama_vocab_n_tokens(lib.llama_model_get_vocab(self._model)))
+        trained = int(lib.llama_model_n_ctx_train(self._model))
+        self.context = min(int(n_ctx), trained) if n_ctx else trained
+        self.n_batch = int(n_batch)
+        params = lib.llama_context_default_params()
+        params.n_ctx = self.context * slots
+        params.n_batch = params.n_ubatch = self.n_batch
+        params.n_seq_max = slots
+        params.n_threads = params.n_threads_batch = int(n_threads or os.cpu_count() or 1)
+        params.kv_unified = False  # each sequence attends over its own cells only
+        params.no_perf = True
+        self._ctx = lib.llama_init_from_model(self._model, params)
+        if not self._ctx:
+            lib.llama_model_free(self._model)
+            raise ModelUnavailableError(f"llama.cpp could not create a context of {slots} x {self.context} tokens")
+        self._memory = lib.llama_get_memory(self._ctx)
+        self._batch = lib.llama_batch_init(self.n_batch, 0, 1)
+        self.slots = [_Slot() for _ in range(slots)]
+        self._adapters: dict[str, Any] = {}
+        self.active: str | None = None
+        self._clock = 0
+
+    # -- adapters ----------------------------------------------------------------------
+    def load_adapter(self, name: str, lora_gguf: str | Path) -> None:
+        """Load a llama.cpp LoRA GGUF under ``name`` (once; it is applied by :meth:`use`)."""
+        if name in self._adapters:
+            return
+        handle = self._lib.llama_adapter_lora_init(self._model, str(lora_gguf).encode())
+        if not handle:
+            raise ValueError(f"adapter {name!r} ({lora_gguf}) does not fit the model {self.model_path.name}")
+        self._adapters[name] = handle
+
+    def use(self, name: str | None) -> None:
+        """Apply adapter ``name`` (``None``: the plain model) to every later decode."""
+        if name == self.active:
+            return
+        lib = self._lib
+        if name is None:
+            code = lib.llama_set_adapters_lora(self._ctx, None, 0, None)
+        else:
+            if name not in self._adapters:
+                raise KeyError(f"adapter {name!r} not loaded; loaded: {sorted(self._adapters)}")
+            handles = (lib.llama_adapter_lora_p_ctypes * 1)(self._adapters[name])
+            scales = (ctypes.c_float * 1)(1.0)
+            code = lib.llama_set_adapters_lora(self._ctx, handles, 1, scales)
+        if code:
+            raise PolicyError(f"llama.cpp could not apply adapter {name!r} (code {code})")
+        self.active = name
+
+    # -- decoding ----------------------------------------------------------------------
+    def _run(self, entries: list[tuple[int, int, int, bool]]) -> dict[int, Any]:
+        """Decode ``(token, position, slot, wants_logits)`` entries; logits (float32 numpy) by entry index."""
+        import numpy as np
+
+        lib, out = self._lib, {}
+        for start in range(0, len(entries), self.n_batch):
+            part = entries[start: start + self.n_batch]
+            b = self._batch
+            for k, (tok, pos, seq, want) in enumerate(part):
+                b.token[k], b.pos[k], b.n_seq_id[k], b.logits[k] = tok, pos, 1, want
+                b.seq_id[k][0] = seq
+            b.n_tokens = len(part)
+            code = lib.llama_decode(self._ctx, b)
+            if code:
+                raise PolicyError(f"llama.cpp failed to decode a batch of {len(part)} tokens (code {code}: "
+                                  "the context is full or the batch is malformed)")
+            for k, (_, _, _, want) in enumerate(part):
+                if want:
+                    ptr = lib.llama_get_logits_ith(self._ctx, k)
+                    out[start + k] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
+        return out
+
+    def _assign(self, rows: list[list[int]]) -> list[int]:
+        """A distinct slot per row: the one sharing the longest prefix (same adapter), then the least recently used."""
+        free = set(range(len(self.slots)))
+        picks = []
+        for row in rows:
+            best = max(sorted(free), key=lambda s, row=row: (
+                _shared(self.slots[s].tokens, row) if self.slots[s].adapter == self.active else 0, -self.slots[s].used))
+            free.discard(best)
+            picks.append(best)
+        return picks
+
+    def decode(self, rows: Sequence[Sequence[int]], *, max_new_tokens: Sequence[int], pick: Callable[[Any, list[int]], Any],
+               stop: StopRule, stats: DecodeStats | None = None) -> list[list[int]]:
+        """Continue ``rows`` as :func:`~trace_gym.policies.decoding.decode_rows` does (``pick(logits, idx)`` maps the
+        logits of rows ``idx`` to one token each; ``stop`` ends a row, its end-of-turn token left out)."""
+        out: list[list[int]] = []
+        n = len(self.slots)
+        for start in range(0, len(rows), n):
+            out.extend(self._decode_chunk([list(r) for r in rows[start: start + n]], list(max_new_tokens[start: start + n]),
+                                          pick, stop, stats))
+        return out
+
+    def _decode_chunk(self, rows: list[list[int]], limits: list[int], pick: Callable[[Any, list[int]], Any], stop: StopRule,
+                      stats: DecodeStats | None) -> list[list[int]]:
+        import numpy as np
+        import torch
+
+        t0 = time.perf_counter()
+        lib = self._lib
+        slots = self._assign(rows)
+        entries: list[tuple[int, int, int, bool]] = []
+        last_entry, prefilled = [], 0
+        for row, s in zip(rows, slots, strict=True):
+            slot = self.slots[s]
+            keep = min(_shared(slot.tokens, row) if slot.adapter == self.active else 0, len(row) - 1)
+            lib.llama_memory_seq_rm(self._memory, s, keep, -1)
+            for pos in range(keep, len(row)):
+                entries.append((row[pos], pos, s, pos == len(row) - 1))
+            last_entry.append(len(entries) - 1)
+            prefilled += len(row) - keep
+            self._clock += 1
+            slot.tokens, slot.adapter, slot.used = list(row), self.active, self._clock
+        logits = self._run(entries)
+        prefill_done = time.perf_counter()
+        produced: list[list[int]] = [[] for _ in rows]
+        finished = [False] * len(rows)
+
+        def emit(i: int, tok: int) -> None:
+            produced[i].append(tok)
+            how = stop.ends(produced[i])
+            if how == "token":
+                produced[i].pop()
+            if how is None and len(produced[i]) >= limits[i]:
+                how = "limit"
+            if how is not None:
+                finished[i] = True
+                if stats is not None:
+                    stats.stops[how] += 1
+
+        live = list(range(len(rows)))
+        current = np.stack([logits[e] for e in last_entry])
+        steps = 0
+        while live:
+            toks = [int(t) for t in pick(torch.from_numpy(current), live).tolist()]
+            for i, tok in zip(live, toks, strict=True):
+                emit(i, tok)
+            live = [i for i in live if not finished[i]]
+            if not live:
+                break
+            step = []
+            for i in live:
+                slot = self.slots[slots[i]]
+                step.append((produced[i][-1], len(slot.tokens), slots[i], True))
+                slot.tokens.append(produced[i][-1])
+            got = self._run(step)
+            current = np.stack([got[k] for k in range(len(live))])
+            steps += 1
+        if stats is not None:
+            end = time.perf_counter()
+            stats.calls += 1
+            stats.rows += len(rows)
+            stats.prompt_tokens += sum(len(r) for r in rows)
+            stats.prefilled_tokens += prefilled
+            stats.generated_tokens += sum(len(p) for p in produced)
+            stats.decode_steps += steps
+            stats.prefill_s += prefill_done - t0
+            stats.decode_s += end - prefill_done
+        return produced
+
+    def close(self) -> None:
+        lib = getattr(self, "_lib", None)
+        if lib is None:
+            return
+        if getattr(self, "_batch", None) is not None:
+            lib.llama_batch_free(self._batch)
+            self._batch = None
+        for handle in getattr(self, "_adapters", {}).values():
+            lib.llama_adapter_lora_free(handle)
+        self._adapters = {}
+        if getattr(self, "_ctx", None):
+            lib.llama_free(self._ctx)
+            self._ctx = None
+        if getattr(self, "_model", None):
+            lib.llama_model_free(self._model)
+            self._model = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone already
+            pass
+
+
+class LlamaCppPolicy(ChatPolicy):
+    """A :class:`~trace_gym.policies.chat.ChatPolicy` whose model runs in llama.cpp.
+
+    ``model_path`` is a GGUF file; ``tokenizer`` the Hugging Face tokenizer of the same model
+    (its chat template renders the prompts; default: read from the GGUF).  ``batch_size`` is
+    the number of sequences decoded in lock step (the engine's slots); ``n_ctx`` each
+    sequence's context (default: the model's).  Sampling options as for
+    :class:`~trace_gym.policies.hf.HFPolicy`.  :meth:`load_adapter` takes a PEFT LoRA folder.
+    """
+
+    def __init__(self, model_path: str | Path, tokenizer: Any = None, *, policy_id: str | None = None, batch_size: int = 4,
+                 n_ctx: int | None = None, n_threads: int | None = None, **options: Any):
+        model_path = Path(model_path)
+        require_llama_cpp()
+        if not model_path.is_file():
+            raise ModelUnavailableError(f"no GGUF model file at {model_path}")
+        if tokenizer is None:
+            _, transformers = require_transformers()
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_path.parent), gguf_file=model_path.name)
+        super().__init__(tokenizer, policy_id=policy_id or f"llamacpp:{model_path.name}", batch_size=batch_size, **options)
+        self.engine = LlamaCppEngine(model_path, slots=batch_size, n_ctx=n_ctx, n_threads=n_threads)
+        self.adapter: str | None = None
+
+    @classmethod
+    def smollm2(cls, **options: Any) -> LlamaCppPolicy:
+        """SmolLM2-135M-Instruct's packaged GGUF, with :data:`~trace_gym.policies.hf.SMALL_MODEL_SAMPLING` defaults."""
+        from .hf import SMALL_MODEL_SAMPLING
+
+        for key, value in SMALL_MODEL_SAMPLING.items():
+            options.setdefault(key, value)
+        options.setdefault("policy_id", "llamacpp:smollm2")
+        return cls(smollm2_gguf_path(), load_smollm2_tokenizer(), **options)
+
+    def context_limit(self) -> int | None:
+        return self.engine.context
+
+    def _decode(self, rows: list[list[int]], limits: list[int], pick: Any) -> list[list[int]]:
+        return self.engine.decode(rows, max_new_tokens=limits, pick=pick, stop=self.stop_rule, stats=self.decode_stats)
+
+    # -- adapters ----------------------------------------------------------------------
+    def load_adapter(self, name: str, peft_dir: str | Path) -> None:
+        """Convert the PEFT LoRA folder ``peft_dir`` (once, cached under the model cache) and load it as ``name``."""
+        from .lora_gguf import adapter_gguf
+
+        path = adapter_gguf(peft_dir, self.engine.model_path, model_cache_dir() / "llamacpp-lora")
+        self.engine.load_adapter(name, path)
+
+    def use_adapter(self, name: str | None) -> None:
+        """Act with adapter ``name`` from now on (``None``: the plain model)."""
+        self.engine.use(name)
+        self.adapter = name
+
+    def close(self) -> None:
+        self.engine.close()
