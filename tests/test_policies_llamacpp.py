@@ -171,3 +171,13 @@ def test_a_spec_names_the_llama_cpp_backend(smollm2):
         policy_from_spec("llamacpp:/nonexistent/model.gguf")
     with pytest.raises(ValueError, match="llamacpp:FILE.gguf"):
         policy_from_spec("llamacpp:")
+
+
+def test_without_llama_cpp_the_spec_says_how_to_install_it(monkeypatch):
+    import sys
+
+    from trace_gym.policies import policy_from_spec
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as on a machine without the package
+    with pytest.raises(ModelUnavailableError, match=r"pip install 'trace-gym\[llamacpp\]'"):
+        policy_from_spec("llamacpp:smollm2")
