@@ -80,6 +80,22 @@ class StopRule:
                 return "string"
         return None
 
+    def add(self, produced: list[int], token: int, limit: int, *, keep_stop_token: bool = False,
+            stats: DecodeStats | None = None) -> bool:
+        """Append ``token`` to the turn ``produced`` (at most ``limit`` tokens); whether the turn is finished now.
+
+        An end-of-turn token is dropped again unless ``keep_stop_token``; ``stats.stops`` counts how the turn ended.
+        """
+        produced.append(token)
+        how = self.ends(produced)
+        if how == "token" and not keep_stop_token:
+            produced.pop()
+        if how is None and len(produced) >= limit:
+            how = "limit"
+        if how is not None and stats is not None:
+            stats.stops[how] += 1
+        return how is not None
+
     def cut_text(self, text: str) -> str:
         """``text`` up to the end of its first stop string (all of it when it holds none)."""
         ends = [text.find(s) + len(s) for s in self.strings if s in text]
@@ -133,6 +149,20 @@ class DecodeStats:
     prefill_s: float = 0.0
     decode_s: float = 0.0
     stops: dict[str, int] = field(default_factory=lambda: {"token": 0, "string": 0, "limit": 0})
+
+    def record(self, rows: Sequence[Sequence[int]], produced: Sequence[Sequence[int]], *, prefilled: int, steps: int,
+               prefill_s: float, decode_s: float, drafted: int = 0, accepted: int = 0) -> None:
+        """Add one decoding call: its prompt ``rows``, what each ``produced``, the prompt tokens run, the decode steps."""
+        self.calls += 1
+        self.rows += len(rows)
+        self.prompt_tokens += sum(len(r) for r in rows)
+        self.prefilled_tokens += prefilled
+        self.generated_tokens += sum(len(p) for p in produced)
+        self.decode_steps += steps
+        self.drafted_tokens += drafted
+        self.accepted_tokens += accepted
+        self.prefill_s += prefill_s
+        self.decode_s += decode_s
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (dict(v) if isinstance(v, dict) else v) for k, v in vars(self).items()}
@@ -261,18 +291,9 @@ def decode_rows(
 
         def emit(i: int, tok: int) -> bool:
             """Add ``tok`` to row ``i``; whether the row is finished now."""
-            produced[i].append(tok)
             if lookups:
                 lookups[i].append(tok)
-            how = stop.ends(produced[i])
-            if how == "token" and not keep_stop_token:
-                produced[i].pop()
-            if how is None and len(produced[i]) >= limits[i]:
-                how = "limit"
-            if how is not None:
-                finished[i] = True
-                if stats is not None:
-                    stats.stops[how] += 1
+            finished[i] = stop.add(produced[i], tok, limits[i], keep_stop_token=keep_stop_token, stats=stats)
             return finished[i]
 
         live = list(range(batch))
@@ -332,17 +353,8 @@ def decode_rows(
             column += advance
             steps += 1
         if stats is not None:
-            end = time.perf_counter()
-            stats.calls += 1
-            stats.rows += batch
-            stats.prompt_tokens += sum(len(r) for r in rows)
-            stats.prefilled_tokens += shared_run + sum(own)
-            stats.generated_tokens += sum(len(p) for p in produced)
-            stats.decode_steps += steps
-            stats.drafted_tokens += drafted
-            stats.accepted_tokens += accepted
-            stats.prefill_s += prefill_done - t0
-            stats.decode_s += end - prefill_done
+            stats.record(rows, produced, prefilled=shared_run + sum(own), steps=steps, prefill_s=prefill_done - t0,
+                         decode_s=time.perf_counter() - prefill_done, drafted=drafted, accepted=accepted)
     return produced
 
 

@@ -100,8 +100,6 @@ class HFPolicy(ChatPolicy):
     :attr:`decode_stats` counts prefill and decode tokens and seconds.
     """
 
-    accepts_seeds = True
-
     def __init__(
         self,
         model: Any,

@@ -42,6 +42,7 @@ from .hf_models import (
     require_transformers,
     smollm2_gguf_path,
 )
+from .prefix_cache import common_length
 
 __all__ = ["LlamaCppEngine", "LlamaCppPolicy", "require_llama_cpp"]
 
@@ -70,14 +71,6 @@ class _Slot:
         self.tokens: list[int] = []  # what the slot's sequence holds in the KV cache, position by position
         self.adapter: str | None = None
         self.used = 0
-
-
-def _shared(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 class LlamaCppEngine:
@@ -176,7 +169,7 @@ class LlamaCppEngine:
         picks = []
         for row in rows:
             best = max(sorted(free), key=lambda s, row=row: (
-                _shared(self.slots[s].tokens, row) if self.slots[s].adapter == self.active else 0, -self.slots[s].used))
+                common_length(self.slots[s].tokens, row) if self.slots[s].adapter == self.active else 0, -self.slots[s].used))
             free.discard(best)
             picks.append(best)
         return picks
@@ -204,7 +197,7 @@ class LlamaCppEngine:
         last_entry, prefilled = [], 0
         for row, s in zip(rows, slots, strict=True):
             slot = self.slots[s]
-            keep = min(_shared(slot.tokens, row) if slot.adapter == self.active else 0, len(row) - 1)
+            keep = min(common_length(slot.tokens, row) if slot.adapter == self.active else 0, len(row) - 1)
             lib.llama_memory_seq_rm(self._memory, s, keep, -1)
             for pos in range(keep, len(row)):
                 entries.append((row[pos], pos, s, pos == len(row) - 1))
@@ -216,26 +209,13 @@ class LlamaCppEngine:
         prefill_done = time.perf_counter()
         produced: list[list[int]] = [[] for _ in rows]
         finished = [False] * len(rows)
-
-        def emit(i: int, tok: int) -> None:
-            produced[i].append(tok)
-            how = stop.ends(produced[i])
-            if how == "token":
-                produced[i].pop()
-            if how is None and len(produced[i]) >= limits[i]:
-                how = "limit"
-            if how is not None:
-                finished[i] = True
-                if stats is not None:
-                    stats.stops[how] += 1
-
         live = list(range(len(rows)))
         current = np.stack([logits[e] for e in last_entry])
         steps = 0
         while live:
             toks = [int(t) for t in pick(torch.from_numpy(current), live).tolist()]
             for i, tok in zip(live, toks, strict=True):
-                emit(i, tok)
+                finished[i] = stop.add(produced[i], tok, limits[i], stats=stats)
             live = [i for i in live if not finished[i]]
             if not live:
                 break
@@ -248,15 +228,8 @@ class LlamaCppEngine:
             current = np.stack([got[k] for k in range(len(live))])
             steps += 1
         if stats is not None:
-            end = time.perf_counter()
-            stats.calls += 1
-            stats.rows += len(rows)
-            stats.prompt_tokens += sum(len(r) for r in rows)
-            stats.prefilled_tokens += prefilled
-            stats.generated_tokens += sum(len(p) for p in produced)
-            stats.decode_steps += steps
-            stats.prefill_s += prefill_done - t0
-            stats.decode_s += end - prefill_done
+            stats.record(rows, produced, prefilled=prefilled, steps=steps, prefill_s=prefill_done - t0,
+                         decode_s=time.perf_counter() - prefill_done)
         return produced
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ Requires the ``gguf`` and ``safetensors`` packages (``transformers``' GGUF loadi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -120,8 +121,6 @@ def adapter_gguf(adapter_dir: str | Path, model_gguf: str | Path, cache_dir: str
     adapter_dir = Path(adapter_dir)
     stamp = "-".join(f"{p.stat().st_size}.{p.stat().st_mtime_ns}"
                      for p in (adapter_dir / "adapter_config.json", adapter_dir / "adapter_model.safetensors") if p.is_file())
-    import hashlib
-
     key = hashlib.sha256(f"{adapter_dir.resolve()}|{stamp}|{Path(model_gguf).resolve()}".encode()).hexdigest()[:16]
     out = Path(cache_dir) / f"{adapter_dir.name}-{key}.lora.gguf"
     if not out.is_file():
