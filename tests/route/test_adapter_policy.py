@@ -19,8 +19,12 @@ class KeywordRouter:
     def __init__(self, rules):
         self.rules = rules
         self.labels = [lab for _, lab in rules]
+        self.seen_tools = []
 
-    def route(self, messages):
+    def route(self, messages, tools=None):
+        self.seen_tools.append(tools)
+        if tools is not None and not tools:  # nothing offered: the base model says so
+            return NO_ADAPTER
         text = next((m["content"] for m in messages if m["role"] == "user"), "") or ""
         return next((lab for kw, lab in self.rules if kw in text), NO_ADAPTER)
 
@@ -84,13 +88,18 @@ def test_switching_adapters_changes_the_model_and_none_is_the_base(registry):
 def test_routed_policy_routes_once_per_conversation(registry):
     pol = RoutedPolicy(_policy(registry), KeywordRouter([("refund", "cap-a"), ("flight", "cap-b")]))
     convo = [{"role": "system", "content": "s"}, {"role": "user", "content": "I want a refund"}]
+    tools = [{"type": "function", "function": {"name": "refund_order", "parameters": {"type": "object"}}}]
     pol.reset(1)
-    pol.act(convo, [])
-    pol.act(convo + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "my flight"}], [])
+    pol.act(convo, tools)
+    pol.act(convo + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "my flight"}], tools)
     assert [d["adapter"] for d in pol.decisions] == ["cap-a"]
-    out = pol.act_batch([(convo, []), ([{"role": "user", "content": "hello"}], [])], seeds=[2, 3])
+    assert pol.router.seen_tools == [tools]  # the router sees the offered tools, once per conversation
+    out = pol.act_batch([(convo, tools), ([{"role": "user", "content": "hello"}], tools)], seeds=[2, 3])
     assert len(out) == 2 and all(isinstance(x, str) for x in out)
     assert [d["adapter"] for d in pol.decisions] == ["cap-a", "cap-a", NO_ADAPTER]
+    # the same request and seed with other tools is another conversation: routed again, here to the base model
+    pol.act_batch([(convo, [])], seeds=[2])
+    assert [d["adapter"] for d in pol.decisions][-1] == NO_ADAPTER
 
 
 def _unmerged_logits(registry, name, text="hello"):

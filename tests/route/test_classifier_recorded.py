@@ -25,7 +25,7 @@ def test_replayed_scores_give_the_recorded_routes(monkeypatch):
     model, tok = tiny_test_model(seed=0)
     router = ClassifierRouter(model, tok, labels=RECORD["labels"])
     table = {r["query"]: r["scores"] for r in RECORD["records"]}
-    monkeypatch.setattr(router, "scores", lambda query: dict(table[query]))
+    monkeypatch.setattr(router, "scores", lambda query, tools=None: dict(table[query]))
     for r in RECORD["records"]:
         assert router.route([{"role": "user", "content": r["query"]}]) == r["route"]
 

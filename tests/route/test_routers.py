@@ -65,9 +65,77 @@ def test_build_index_keeps_correct_trajectories_and_accuracy_report():
     index = build_index(corpora)
     assert "fail" not in index.texts and len(index.texts) == 4
     r = RetrievalRouter(index, k=3, min_similarity=0.0)
-    rep = routing_accuracy(r, [(conv("refund my delivered order please"), "cap-refund-policy"),
-                               (conv("where is my package, what's its status?"), NO_ADAPTER)])
+    rep = routing_accuracy(r, [(conv("refund my delivered order please"), None, "cap-refund-policy"),
+                               (conv("where is my package, what's its status?"), None, NO_ADAPTER)])
     assert rep.n == 2 and rep.accuracy == 1.0
     assert rep.confusion == {"cap-refund-policy": {"cap-refund-policy": 1}, NO_ADAPTER: {NO_ADAPTER: 1}}
     with pytest.raises(ValueError, match="empty"):
         build_index({"x": [traj("a", 0.0, 0)]})
+
+
+def _fn(name):
+    return {"type": "function", "function": {"name": name, "description": "", "parameters": {"type": "object"}}}
+
+
+def test_tool_names_reads_schemas_and_bare_names():
+    from trace_gym.route import tool_names
+
+    assert tool_names(None) is None
+    assert tool_names([]) == []
+    assert tool_names([_fn("b"), {"name": "a"}, _fn("b"), {"oops": 1}, "junk"]) == ["a", "b"]
+
+
+def test_the_same_request_with_a_tool_withheld_routes_by_its_tools():
+    """Two conversations open with the same words; one offers the tool that does the job, the other does not
+    (the right answer there is to say no). Messages alone cannot tell them apart; the offered tools can."""
+    from types import SimpleNamespace
+
+    from trace_gym.route.build import build_index
+
+    ask = "Remove the phone number +12453344098 from my contacts"
+    full, withheld = [_fn("remove_contact"), _fn("search_contacts")], [_fn("search_contacts")]
+
+    def traj(text, tools, seed):
+        return SimpleNamespace(transcript=conv(text), messages=[], tools=tools, reward=1.0, env_id="trace/x-v0", seed=seed)
+
+    index = build_index({"cap-multi": [traj(ask, full, 0)], NO_ADAPTER: [traj(ask, withheld, 1)]})
+    assert index.tools == [["remove_contact", "search_contacts"], ["search_contacts"]]  # same text, kept twice
+    r = RetrievalRouter(index, k=2, min_similarity=0.0)
+    assert r.route(conv(ask), full) == "cap-multi"
+    assert r.route(conv(ask), withheld) == NO_ADAPTER
+    v = r.votes(conv(ask), full)  # cosine 1 for both; Jaccard 1 and 1/2, squared (tool_weight 2)
+    assert v["cap-multi"] == pytest.approx(1.0, abs=1e-5) and v[NO_ADAPTER] == pytest.approx(0.25, abs=1e-5)
+    blind = RetrievalRouter(index, k=2, min_similarity=0.0, tool_weight=0.0)
+    assert blind.votes(conv(ask), full)["cap-multi"] == pytest.approx(blind.votes(conv(ask), full)[NO_ADAPTER])
+    assert r.votes(conv(ask), None) == blind.votes(conv(ask), full)  # tools not known: messages alone
+
+
+def test_balanced_vote_divides_by_each_labels_share(router):
+    """Two labels' examples: one of ``cap-x`` and three of ``none``; the balanced vote of a label is its summed
+    similarity over (number of labels × its share of the index)."""
+    emb = router.embedder
+    texts = ["Refund the blender from my delivered order", "Where is my order?", "Track my package please",
+             "What is the status of my order?"]
+    index = RouterIndex(emb.model_name)
+    index.add(texts, ["cap-x", NO_ADAPTER, NO_ADAPTER, NO_ADAPTER], ["t"] * 4, emb.encode(texts))
+    q = conv("I want my money back for the order that arrived")
+    raw = RetrievalRouter(index, emb, k=4, min_similarity=0.0, balance=False).votes(q)
+    bal = RetrievalRouter(index, emb, k=4, min_similarity=0.0, balance=True).votes(q)
+    assert bal["cap-x"] == pytest.approx(raw["cap-x"] / (2 * 0.25))
+    assert bal[NO_ADAPTER] == pytest.approx(raw[NO_ADAPTER] / (2 * 0.75))
+
+
+def test_an_index_saved_before_tools_were_recorded_loads_as_unknown(router, tmp_path):
+    import json
+
+    router.index.save(tmp_path / "old")
+    meta = json.loads((tmp_path / "old.json").read_text())
+    del meta["tools"]
+    (tmp_path / "old.json").write_text(json.dumps(meta))
+    loaded = RouterIndex.load(tmp_path / "old")
+    assert loaded.tools == [None] * len(loaded.texts)
+    assert (loaded.tool_agreement(["a"]) == 1.0).all()
+    meta["tools"] = [["a"]]
+    (tmp_path / "old.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="tool lists; rebuild"):
+        RouterIndex.load(tmp_path / "old")

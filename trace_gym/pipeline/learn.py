@@ -235,7 +235,8 @@ def build_router(adapters: list[TrainedAdapter], specs: dict[str, str], rollouts
         return Routing(skipped=f"no router index: {exc}", rollouts=used, missing=missing)
     path = Path(index_path)
     index.save(path)
-    convs = [(t.transcript or t.messages, truth[trajectory_id(t)]) for t in target_trajs if trajectory_id(t) in truth]
+    convs = [(t.transcript or t.messages, t.tools or None, truth[trajectory_id(t)]) for t in target_trajs
+             if trajectory_id(t) in truth]
     rep = routing_accuracy(RetrievalRouter(index), convs)
     return Routing(str(path), dict(Counter(index.labels)), len(index.texts), sorted(set(index.labels)), rep.n, rep.correct,
                    rep.accuracy, rep.confusion, used, missing=missing)
@@ -276,7 +277,8 @@ def held_out_routing(trajectories: list[Any], analysis: Analysis, adapters: list
     truth = _analysis_routes(analysis, adapters, [run])
     loaded = RouterIndex.load(index)
     router = RetrievalRouter(loaded, Embedder(embedder or loaded.model))
-    rep = routing_accuracy(router, [(t.transcript or t.messages, truth.get(trajectory_id(t), "none")) for t in trajectories])
+    rep = routing_accuracy(router, [(t.transcript or t.messages, t.tools or None, truth.get(trajectory_id(t), "none"))
+                                    for t in trajectories])
     routed: Counter[str] = Counter()
     for row in rep.confusion.values():
         routed.update(row)

@@ -1,9 +1,9 @@
 """Building the router index and measuring routing accuracy.
 
-The index holds, per adapter, the first user message of *correct* trajectories from
-that adapter's capability environment (:func:`reference_corpus` plays the env's reference
-solution), and under :data:`NO_ADAPTER` those of target trajectories the base model
-already passes.  Success is :func:`trace_gym.core.outcome.is_success` at the env's threshold.
+The index holds, per adapter, the first user message (and the offered tools' names) of
+*correct* trajectories from that adapter's capability environment (:func:`reference_corpus`
+plays the env's reference solution), and under :data:`NO_ADAPTER` those of target
+trajectories the base model already passes.  Success is :func:`trace_gym.core.outcome.is_success` at the env's threshold.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.outcome import DEFAULT_THRESHOLD, is_success, success_threshold
-from .base import NO_ADAPTER, Router, first_user_message
+from .base import NO_ADAPTER, Router, first_user_message, tool_names
 from .embed import Embedder
 from .index import RouterIndex
 
@@ -54,18 +54,22 @@ def build_index(corpora: Mapping[str, Iterable[Any]], embedder: Embedder | None 
     embedder = embedder or Embedder()
     index = RouterIndex(embedder.model_name)
     for label, trajs in corpora.items():
-        texts, sources = [], []
+        texts, sources, tools, seen = [], [], [], set()
         for t in trajs:
             if not is_success(t.reward, success):
                 continue
             text = first_user_message(t.transcript or t.messages)
-            if text and text not in texts:
+            names = tool_names(getattr(t, "tools", None) or None)
+            key = (text, tuple(names) if names is not None else None)
+            if text and key not in seen:
+                seen.add(key)
                 texts.append(text)
                 sources.append(f"{t.env_id}#{t.seed}")
+                tools.append(names)
             if len(texts) >= max_per_label:
                 break
         if texts:
-            index.add(texts, [label] * len(texts), sources, embedder.encode(texts))
+            index.add(texts, [label] * len(texts), sources, embedder.encode(texts), tools)
     if not index.texts:
         raise ValueError("no correct trajectory in any corpus: the router index would be empty")
     return index
@@ -110,10 +114,12 @@ class RoutingReport:
         return {"n": self.n, "correct": self.correct, "accuracy": self.accuracy, "confusion": self.confusion}
 
 
-def routing_accuracy(router: Router, conversations: Iterable[tuple[list[dict[str, Any]], str]]) -> RoutingReport:
+def routing_accuracy(router: Router, conversations: Iterable[tuple[list[dict[str, Any]], list[dict[str, Any]] | None, str]]
+                     ) -> RoutingReport:
+    """Route each ``(messages, tools, truth)`` and count agreement with ``truth``."""
     rep = RoutingReport(0, 0)
-    for messages, truth in conversations:
-        pred = router.route(messages)
+    for messages, tools, truth in conversations:
+        pred = router.route(messages, tools)
         rep.n += 1
         rep.correct += int(pred == truth)
         rep.confusion.setdefault(truth, {}).setdefault(pred, 0)

@@ -46,12 +46,12 @@ class ClassifierRouter:
         self.descriptions, self.n_examples, self.normalize = descriptions or {}, n_examples, normalize
         self.base_weights = base_weights  # puts the base model's weights in place while scoring (merged adapters)
 
-    def scores(self, query: str) -> dict[str, float]:
+    def scores(self, query: str, tools: list[dict[str, Any]] | None = None) -> dict[str, float]:
         import torch
 
         examples: list[tuple[str, str]] = []
         if self.retrieval is not None and self.n_examples:
-            for i, _ in self.retrieval.neighbours(query, self.n_examples):
+            for i, _ in self.retrieval.neighbours(query, self.n_examples, tools=tools):
                 examples.append((self.retrieval.index.texts[i], self.retrieval.index.labels[i]))
         prompt = build_prompt(query, self.labels, examples, self.descriptions)
         candidates = self.labels + [NO_ADAPTER]
@@ -84,9 +84,9 @@ class ClassifierRouter:
             out[candidates[r]] = lp / n if self.normalize else lp
         return out
 
-    def route(self, messages: list[dict[str, Any]]) -> str:
+    def route(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         text = first_user_message(messages)
         if text is None:
             return NO_ADAPTER
-        s = self.scores(text)
+        s = self.scores(text, tools)
         return max(sorted(s), key=lambda k: s[k])

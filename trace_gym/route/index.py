@@ -1,6 +1,7 @@
-"""The router index: example first-user-messages per capability, with their embeddings.
+"""The router index: example first-user-messages per capability, with their embeddings and
+the names of the tools each example's conversation offered.
 
-Stored as ``router_index.json`` (texts, labels, embedding model) plus
+Stored as ``router_index.json`` (texts, labels, sources, tools, embedding model) plus
 ``router_index.npy`` (the embedding matrix), both written atomically.
 """
 
@@ -25,26 +26,45 @@ class RouterIndex:
     labels: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # where each example came from (env id + seed)
     vectors: np.ndarray | None = None
+    tools: list[list[str] | None] = field(default_factory=list)  # offered tool names per example; None: not known
 
-    def add(self, texts: list[str], labels: list[str], sources: list[str], vectors: np.ndarray) -> None:
-        if not (len(texts) == len(labels) == len(sources) == len(vectors)):
-            raise ValueError("texts, labels, sources and vectors must have the same length")
+    def add(self, texts: list[str], labels: list[str], sources: list[str], vectors: np.ndarray,
+            tools: list[list[str] | None] | None = None) -> None:
+        tools = list(tools) if tools is not None else [None] * len(texts)
+        if not (len(texts) == len(labels) == len(sources) == len(vectors) == len(tools)):
+            raise ValueError("texts, labels, sources, tools and vectors must have the same length")
         self.texts += texts
         self.labels += labels
         self.sources += sources
+        self.tools += [sorted(t) if t is not None else None for t in tools]
         self.vectors = vectors if self.vectors is None or len(self.vectors) == 0 else np.vstack([self.vectors, vectors])
 
-    def nearest(self, query: np.ndarray, k: int = 5) -> list[tuple[int, float]]:
+    def tool_agreement(self, tools: list[str] | None) -> np.ndarray:
+        """Per example, the Jaccard overlap of its offered tools with ``tools`` (1 where either side is not known)."""
+        out = np.ones(len(self.texts), dtype=np.float64)
+        if tools is None:
+            return out
+        query = set(tools)
+        for i, ex in enumerate(self.tools):
+            if ex is not None:
+                union = query | set(ex)
+                out[i] = len(query & set(ex)) / len(union) if union else 1.0
+        return out
+
+    def nearest(self, query: np.ndarray, k: int = 5, weights: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """The ``k`` examples most similar to ``query`` (cosine, times ``weights`` per example when given)."""
         if self.vectors is None or len(self.vectors) == 0:
             return []
         sims = self.vectors @ query
+        if weights is not None:
+            sims = sims * weights
         order = np.lexsort((np.arange(len(sims)), -sims))[:k]  # ties broken by insertion order
         return [(int(i), float(sims[i])) for i in order]
 
     def save(self, path: str | Path) -> None:
         path = Path(path)
         atomic_write_json(path.with_suffix(".json"), {"model": self.model, "texts": self.texts, "labels": self.labels,
-                                                      "sources": self.sources})
+                                                      "sources": self.sources, "tools": self.tools})
         buf = io.BytesIO()
         np.save(buf, self.vectors if self.vectors is not None else np.zeros((0, 0), np.float32))
         atomic_write_bytes(path.with_suffix(".npy"), buf.getvalue())
@@ -56,4 +76,8 @@ class RouterIndex:
         vectors = np.load(path.with_suffix(".npy"))
         if len(vectors) != len(meta["texts"]):
             raise ValueError(f"{path}: {len(meta['texts'])} texts but {len(vectors)} vectors; rebuild the index")
-        return cls(meta["model"], meta["texts"], meta["labels"], meta.get("sources", [""] * len(meta["texts"])), vectors)
+        n = len(meta["texts"])
+        tools = meta.get("tools") or [None] * n  # an index from before tools were recorded: not known
+        if len(tools) != n:
+            raise ValueError(f"{path}: {n} texts but {len(tools)} tool lists; rebuild the index")
+        return cls(meta["model"], meta["texts"], meta["labels"], meta.get("sources", [""] * n), vectors, tools)

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..policies.base import ContextExceeded
 from ..policies.lora_merge import mergeable, merged_weights
-from .base import NO_ADAPTER, Router, first_user_message
+from .base import NO_ADAPTER, Router, first_user_message, tool_names
 from .registry import AdapterRegistry
 
 __all__ = ["AdapterError", "AdapterPolicy", "RoutedPolicy", "ServerRoutedPolicy"]
@@ -180,22 +180,23 @@ class RoutedPolicy:
         self._seed = seed
         self.adapters.reset(seed)
 
-    def _route(self, messages: list[dict[str, Any]], seed: Any) -> str:
-        key = (seed, first_user_message(messages) or "")
+    def _route(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, seed: Any) -> str:
+        names = tool_names(tools)
+        key = (seed, first_user_message(messages) or "", tuple(names) if names is not None else None)
         if key not in self._cache:
-            label = self.router.route(messages)
+            label = self.router.route(messages, tools)
             adapter = self.label_to_adapter.get(label, NO_ADAPTER)
             self._cache[key] = adapter
             self.decisions.append({"seed": seed, "label": label, "adapter": adapter, "query": key[1][:200]})
         return self._cache[key]
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-        self.adapters.use(self._route(messages, self._seed))
+        self.adapters.use(self._route(messages, tools, self._seed))
         return self.adapters.act(messages, tools)
 
     def act_batch(self, requests, seeds=None) -> list[str]:
         seeds = list(seeds) if seeds is not None else [self._seed] * len(requests)
-        routes = [self._route(m, s) for (m, _), s in zip(requests, seeds, strict=True)]
+        routes = [self._route(m, t, s) for (m, t), s in zip(requests, seeds, strict=True)]
         out: list[str | None] = [None] * len(requests)
         over: list[tuple[int, int]] = []  # (request index, prompt length) of requests past the context
         limit, message = 0, ""
@@ -232,7 +233,7 @@ class ServerRoutedPolicy:
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
         if self._route is None:
-            label = self.router.route(messages)
+            label = self.router.route(messages, tools)
             self._route = self.label_to_adapter.get(label, NO_ADAPTER)
         self.server.model = self.base_model_name if self._route == NO_ADAPTER else self._route
         return self.server.act(messages, tools)
