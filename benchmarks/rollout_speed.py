@@ -16,7 +16,9 @@ Every part runs once per code version, each in its own process: this tree and ``
 (a commit, exported with ``git archive`` under the output folder), and ``llamacpp``: this
 tree with the llama.cpp backend (``LlamaCppPolicy`` on SmolLM2's own Q4_1 GGUF, the adapter
 converted to a llama.cpp LoRA; its limit is llama.cpp's own batched decode loop; no GRPO
-part), measured when ``llama-cpp-python`` is installed.  Results are written per
+part), measured when ``llama-cpp-python`` is installed; and ``head-fast``: this tree's GRPO part
+with the training settings of ``--fast-train`` (default ``dtype=bfloat16,gradient_checkpointing=false``:
+bf16 weights, which CPUs with AVX512-BF16 multiply natively, and no recomputation in the backward).  Results are written per
 (version, part) as they finish, so an interrupted run resumes; ``--fresh`` measures again.
 The adapter is the one ``trace-gym sft`` makes with the issue's recipe (trained once, into
 the output folder, unless ``--adapters`` names a folder with a manifest).  Greedy actions of
@@ -50,6 +52,7 @@ BATCH = 4
 MAX_NEW = 256
 STOP = "</tool_call>"
 LLAMACPP = "llamacpp"  # this tree with the llama.cpp backend
+FAST = "head-fast"  # this tree's GRPO part with --fast-train's settings (default: bf16, no gradient checkpointing)
 
 
 # ----------------------------------------------------------------------------- worker side
@@ -203,7 +206,7 @@ def work_limit(steps: int = 48) -> dict[str, Any]:
     return out
 
 
-def work_grpo(adapters: str, steps: int, out_dir: str) -> dict[str, Any]:
+def work_grpo(adapters: str, steps: int, out_dir: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     from transformers import TrainerCallback
 
     import trace_gym.core.env as core_env
@@ -254,7 +257,7 @@ def work_grpo(adapters: str, steps: int, out_dir: str) -> dict[str, Any]:
     cfg = TrainConfig(env_id=GRPO_ENV, model="smollm2", out=out_dir, num_generations=4, seeds_per_step=1,
                       max_steps=steps, max_new_tokens_per_turn=96, max_completion_length=768, learning_rate=5e-5,
                       temperature=0.7, top_p=0.9, init_adapter=init, save_steps=0, plot=False, manifest=False,
-                      progress=False)
+                      progress=False, **(extra or {}))
     result = train(cfg, callbacks=[Timer()])
     return {"steps": rows, "rollouts": getattr(result, "rollouts_used", None)}
 
@@ -273,7 +276,7 @@ def worker(args: argparse.Namespace) -> int:
     elif part in ("cap-base", "cap-adapter"):
         res = work_episodes(CAP_ENV, args.adapters if part == "cap-adapter" else None, args.cap_seeds, backend)
     else:
-        res = work_grpo(args.adapters, args.grpo_steps, args.scratch)
+        res = work_grpo(args.adapters, args.grpo_steps, args.scratch, json.loads(args.train_extra or "{}"))
     tmp = Path(args.result).with_suffix(".tmp")
     tmp.write_text(json.dumps(res))
     os.replace(tmp, args.result)
@@ -281,6 +284,20 @@ def worker(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- orchestration
+def parse_settings(text: str) -> dict[str, Any]:
+    """``"dtype=bfloat16,gradient_checkpointing=false"`` → ``{"dtype": "bfloat16", "gradient_checkpointing": False}``."""
+    from trace_gym.train import TrainConfig
+
+    out: dict[str, Any] = {}
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        key, sep, value = item.partition("=")
+        if not sep or key not in TrainConfig.field_names():
+            raise ValueError(f"{item!r} is not KEY=VALUE with KEY a TrainConfig field")
+        low = value.lower()
+        out[key] = True if low == "true" else False if low == "false" else int(value) if value.lstrip("-").isdigit() else value
+    return out
+
+
 def export_baseline(commit: str, out: Path) -> Path:
     folder = out / f"code-{commit}"
     if (folder / "trace_gym" / "__init__.py").exists():
@@ -315,6 +332,8 @@ def run_part(version: str, code: Path, part: str, a: argparse.Namespace, out: Pa
            "--backend", "llamacpp" if version == LLAMACPP else "hf",
            "--adapters", str(a.adapters), "--scenarios", str(a.scenarios), "--cap-seeds", str(a.cap_seeds),
            "--grpo-steps", str(a.grpo_steps), "--scratch", str(out / f"grpo-{version}")]
+    if version == FAST:
+        cmd += ["--train-extra", json.dumps(a.fast_settings)]
     from trace_gym.datadirs import toolsandbox_data_dir
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1",
@@ -411,11 +430,14 @@ def report(res: dict[tuple[str, str], dict[str, Any]], a: argparse.Namespace) ->
             return statistics.mean(s[k] for s in d["steps"])
 
         keys = ("total_s", "sampling_s", "env_s", "loss_s", "optimizer_s")
-        rows = [[v] + [f"{mean(res[(v, 'grpo')], k):.1f}" for k in keys] for v in (base, head)]
-        ratio = mean(res[(base, "grpo")], "total_s") / mean(res[(head, "grpo")], "total_s")
-        out.append(f"\nOne GRPO step (G = 4, {GRPO_ENV}), mean of {a.grpo_steps} steps, seconds "
-                   f"({ratio:.1f}× faster):\n")
-        out.append(table(["version", "total", "sampling", "env", "loss fwd/bwd", "optimizer"], rows))
+        names = {base: base, head: "this tree", FAST: f"this tree, {','.join(f'{k}={v}' for k, v in a.fast_settings.items())}"}
+        b = mean(res[(base, "grpo")], "total_s")
+        rows = [[names[v]] + [f"{mean(res[(v, 'grpo')], k):.1f}" for k in keys]
+                + [f"{b / mean(res[(v, 'grpo')], 'total_s'):.1f}×"]
+                for v in (base, head, FAST) if (v, "grpo") in res]
+        out.append(f"\nOne GRPO step (G = 4, {GRPO_ENV}), mean of {a.grpo_steps} steps, seconds; speed-up against "
+                   f"{base}:\n")
+        out.append(table(["version", "total", "sampling", "env", "loss fwd/bwd", "optimizer", "speed-up"], rows))
     return "\n".join(out)
 
 
@@ -428,14 +450,18 @@ def main() -> int:
     p.add_argument("--scenarios", type=int, default=24)
     p.add_argument("--cap-seeds", type=int, default=8)
     p.add_argument("--grpo-steps", type=int, default=2)
-    p.add_argument("--versions", default="baseline,head,llamacpp",
-                   help="which code versions to measure now (baseline, head, llamacpp: this tree on llama.cpp)")
+    p.add_argument("--versions", default="baseline,head,head-fast,llamacpp",
+                   help="which code versions to measure now (baseline, head, head-fast: this tree's GRPO with "
+                        "--fast-train, llamacpp: this tree on llama.cpp)")
+    p.add_argument("--fast-train", default="dtype=bfloat16,gradient_checkpointing=false",
+                   help="TrainConfig settings of the head-fast GRPO part, KEY=VALUE,...")
     p.add_argument("--fresh", action="store_true", help="measure again what an earlier run stored")
     p.add_argument("--worker", choices=PARTS, help=argparse.SUPPRESS)
     p.add_argument("--code", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
     p.add_argument("--scratch", help=argparse.SUPPRESS)
     p.add_argument("--backend", choices=["hf", LLAMACPP], default="hf", help=argparse.SUPPRESS)
+    p.add_argument("--train-extra", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.worker:
         return worker(a)
@@ -445,8 +471,12 @@ def main() -> int:
     unknown = sorted(set(parts) - set(PARTS))
     if unknown:
         p.error(f"--parts: unknown {unknown}; choose from {', '.join(PARTS)}")
+    try:
+        a.fast_settings = parse_settings(a.fast_train)
+    except ValueError as exc:
+        p.error(f"--fast-train: {exc}")
     a.adapters = Path(a.adapters).resolve() if a.adapters else ensure_adapter(out)
-    versions = {a.baseline: export_baseline(a.baseline, out), "head": ROOT, LLAMACPP: ROOT}
+    versions = {a.baseline: export_baseline(a.baseline, out), "head": ROOT, FAST: ROOT, LLAMACPP: ROOT}
     run_now = {a.baseline if v == "baseline" else v for v in a.versions.split(",") if v}
     if LLAMACPP in run_now and importlib.util.find_spec("llama_cpp") is None:
         print("llama-cpp-python is not installed: the llamacpp version is not measured", flush=True)
@@ -454,7 +484,8 @@ def main() -> int:
     res: dict[tuple[str, str], dict[str, Any]] = {}
     for part in parts:
         for version, code in versions.items():
-            if (part == "limit" and version == a.baseline) or (part == "grpo" and version == LLAMACPP):
+            if ((part == "limit" and version == a.baseline) or (part == "grpo" and version == LLAMACPP)
+                    or (version == FAST and part != "grpo")):
                 continue  # the model's own speed: one measurement per engine; GRPO trains with transformers
             stored = out / f"{version}-{part}.json"
             if version in run_now:

@@ -138,3 +138,12 @@ def test_multi_turn_hints_are_replaced_before_the_loss(tmp_path, tokenizer):
         e = by_completion[tuple(batch["completion_ids"][row][:n].tolist())]
         assert batch["tool_mask"][row][:n].tolist() == e.env_mask
     assert any(0 in e.env_mask for e in episodes)
+
+
+def test_bf16_without_gradient_checkpointing_trains_on_cpu(tmp_path):
+    """The CPU speed settings (``dtype=bfloat16``, no recomputation) run GRPO and the adapter learns."""
+    cfg = _cfg(tmp_path, "bf16", max_steps=1, save_steps=0, dtype="bfloat16", gradient_checkpointing=False)
+    res = train(cfg)
+    assert res.steps == 1
+    weights = _adapter(tmp_path / "adapters" / "bf16")
+    assert any("lora_B" in k and v.float().abs().sum() > 0 for k, v in weights.items())
