@@ -16,9 +16,10 @@ Every part runs once per code version, each in its own process: this tree and ``
 (a commit, exported with ``git archive`` under the output folder), and ``llamacpp``: this
 tree with the llama.cpp backend (``LlamaCppPolicy`` on SmolLM2's own Q4_1 GGUF, the adapter
 converted to a llama.cpp LoRA; its limit is llama.cpp's own batched decode loop; no GRPO
-part), measured when ``llama-cpp-python`` is installed; and ``head-fast``: this tree's GRPO part
-with the training settings of ``--fast-train`` (default ``dtype=bfloat16,gradient_checkpointing=false``:
-bf16 weights, which CPUs with AVX512-BF16 multiply natively, and no recomputation in the backward).  Results are written per
+part), measured when ``llama-cpp-python`` is installed; and ``head-fast``: this tree's GRPO
+part with the training settings of ``--fast-train`` (default
+``dtype=bfloat16,gradient_checkpointing=false``: bf16 weights, which CPUs with AVX512-BF16
+multiply natively, and no recomputation in the backward pass).  Results are written per
 (version, part) as they finish, so an interrupted run resumes; ``--fresh`` measures again.
 The adapter is the one ``trace-gym sft`` makes with the issue's recipe (trained once, into
 the output folder, unless ``--adapters`` names a folder with a manifest).  Greedy actions of
@@ -285,17 +286,15 @@ def worker(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- orchestration
 def parse_settings(text: str) -> dict[str, Any]:
-    """``"dtype=bfloat16,gradient_checkpointing=false"`` → ``{"dtype": "bfloat16", "gradient_checkpointing": False}``."""
+    """``"dtype=bfloat16,gradient_checkpointing=false"`` → ``{"dtype": "bfloat16", "gradient_checkpointing": False}``,
+    each value parsed as ``trace-gym train --set`` parses it (:meth:`TrainConfig.set_from_string`)."""
     from trace_gym.train import TrainConfig
 
-    out: dict[str, Any] = {}
+    cfg, names = TrainConfig(env_id=GRPO_ENV, model="smollm2", out="."), []
     for item in (x.strip() for x in text.split(",") if x.strip()):
-        key, sep, value = item.partition("=")
-        if not sep or key not in TrainConfig.field_names():
-            raise ValueError(f"{item!r} is not KEY=VALUE with KEY a TrainConfig field")
-        low = value.lower()
-        out[key] = True if low == "true" else False if low == "false" else int(value) if value.lstrip("-").isdigit() else value
-    return out
+        cfg = cfg.set_from_string(item)
+        names.append(item.split("=", 1)[0].strip())
+    return {n: getattr(cfg, n) for n in names}
 
 
 def export_baseline(commit: str, out: Path) -> Path:
@@ -471,9 +470,11 @@ def main() -> int:
     unknown = sorted(set(parts) - set(PARTS))
     if unknown:
         p.error(f"--parts: unknown {unknown}; choose from {', '.join(PARTS)}")
+    from trace_gym.train.config import ConfigError
+
     try:
         a.fast_settings = parse_settings(a.fast_train)
-    except ValueError as exc:
+    except ConfigError as exc:
         p.error(f"--fast-train: {exc}")
     a.adapters = Path(a.adapters).resolve() if a.adapters else ensure_adapter(out)
     versions = {a.baseline: export_baseline(a.baseline, out), "head": ROOT, FAST: ROOT, LLAMACPP: ROOT}
@@ -486,7 +487,8 @@ def main() -> int:
         for version, code in versions.items():
             if ((part == "limit" and version == a.baseline) or (part == "grpo" and version == LLAMACPP)
                     or (version == FAST and part != "grpo")):
-                continue  # the model's own speed: one measurement per engine; GRPO trains with transformers
+                continue  # the model's own speed: one measurement per engine; GRPO trains with transformers;
+                # head-fast differs from head only in its training settings
             stored = out / f"{version}-{part}.json"
             if version in run_now:
                 res[(version, part)] = run_part(version, code, part, a, out)

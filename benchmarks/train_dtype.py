@@ -2,7 +2,7 @@
 gradient checkpointing.
 
 Each setting runs in its own process (so peak memory is its own): a forward and backward pass over
-a batch of 4 × 1,200 random tokens with LoRA r = 16 on every projection (best of 3, seconds), then
+a batch of 4 × 1,200 random tokens with the trainer's default LoRA (best of 3, seconds), then
 a batched greedy decode (batch 4, 64 steps after a 300-token prompt, tokens/s).  Run it on an idle
 machine: figures are wall-clock.
 
@@ -24,14 +24,14 @@ BATCH, LENGTH, PROMPT, DECODE = 4, 1200, 300, 64
 
 def measure(dtype_name: str, checkpointing: bool) -> dict[str, float]:
     import torch
-    from peft import LoraConfig, get_peft_model
 
     from trace_gym.policies import hf
+    from trace_gym.train import TrainConfig
+    from trace_gym.train.models import wrap_lora
 
     torch.manual_seed(0)
     model, _ = hf.load_smollm2(dtype=getattr(torch, dtype_name))
-    model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, task_type="CAUSAL_LM", target_modules=[
-        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]))
+    model = wrap_lora(model, TrainConfig(env_id="-", model="smollm2", out="."))  # the trainer's default LoRA
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
