@@ -13,10 +13,12 @@ What it measures, with the real SmolLM2-135M-Instruct on this machine:
   env, loss forward/backward and optimizer per step.
 
 Every part runs once per code version, each in its own process: this tree and ``--baseline``
-(a commit, exported with ``git archive`` under the output folder), and ``llamacpp``: this
-tree with the llama.cpp backend (``LlamaCppPolicy`` on SmolLM2's own Q4_1 GGUF, the adapter
-converted to a llama.cpp LoRA; its limit is llama.cpp's own batched decode loop; no GRPO
-part), measured when ``llama-cpp-python`` is installed; and ``head-fast``: this tree's GRPO
+(a commit, exported with ``git archive`` under the output folder); ``llamacpp``: this tree
+with the llama.cpp backend as it runs by default (``LlamaCppPolicy`` on a float copy of
+SmolLM2's GGUF, the adapter merged into it); ``llamacpp-file``: the same on the GGUF's own
+Q4_1 weights with the adapter as a llama.cpp LoRA (both: their limit is llama.cpp's own
+batched decode loop on the same weights; no GRPO part; measured when ``llama-cpp-python``
+is installed); and ``head-fast``: this tree's GRPO
 part with the training settings of ``--fast-train`` (default
 ``dtype=bfloat16,gradient_checkpointing=false``: bf16 weights, which CPUs with AVX512-BF16
 multiply natively, and no recomputation in the backward pass).  Results are written per
@@ -52,7 +54,9 @@ GRPO_ENV = "trace/cap-ts-location-dependency-v0"
 BATCH = 4
 MAX_NEW = 256
 STOP = "</tool_call>"
-LLAMACPP = "llamacpp"  # this tree with the llama.cpp backend
+LLAMACPP = "llamacpp"  # this tree with the llama.cpp backend (float weights, the adapter merged)
+LLAMACPP_FILE = "llamacpp-file"  # the same on the GGUF's own 4-bit weights, the adapter as a llama.cpp LoRA
+ENGINES = (LLAMACPP, LLAMACPP_FILE)
 FAST = "head-fast"  # this tree's GRPO part with --fast-train's settings (default: bf16, no gradient checkpointing)
 
 
@@ -74,10 +78,11 @@ def state_dependency_scenarios() -> list[str]:
 
 
 def _policy(adapters: str | None, backend: str = "hf") -> Any:
-    if backend == "llamacpp":
+    if backend in ENGINES:
         from trace_gym.policies.llamacpp import LlamaCppPolicy
 
-        policy = LlamaCppPolicy.smollm2(greedy=True, batch_size=BATCH, max_new_tokens=MAX_NEW)
+        policy = LlamaCppPolicy.smollm2(greedy=True, batch_size=BATCH, max_new_tokens=MAX_NEW,
+                                        weight_type="file" if backend == LLAMACPP_FILE else "auto")
     else:
         from trace_gym.policies.hf import HFPolicy
 
@@ -88,7 +93,8 @@ def _policy(adapters: str | None, backend: str = "hf") -> Any:
     from trace_gym.route.registry import AdapterRegistry
 
     registry = AdapterRegistry(Path(adapters) / "manifest.json")
-    return AdapterPolicy(policy, registry, fixed=registry.names()[0])
+    # on the 4-bit file, the adapter as a llama.cpp LoRA (c4fa3a8's AdapterPolicy takes no merge argument)
+    return AdapterPolicy(policy, registry, fixed=registry.names()[0], **({"merge": False} if backend == LLAMACPP_FILE else {}))
 
 
 def _decode_stats(policy: Any) -> dict[str, Any] | None:
@@ -141,13 +147,13 @@ def _limit_prompts(policy: Any) -> list[list[int]]:
     return rows
 
 
-def work_limit_llamacpp(steps: int = 48) -> dict[str, Any]:
+def work_limit_llamacpp(steps: int = 48, weight_type: str = "auto") -> dict[str, Any]:
     """llama.cpp's own loop: one prefill of the batch, then one ``llama_decode`` of a token per row per step."""
     import numpy as np
 
     from trace_gym.policies.llamacpp import LlamaCppPolicy
 
-    policy = LlamaCppPolicy.smollm2(greedy=True, batch_size=BATCH)
+    policy = LlamaCppPolicy.smollm2(greedy=True, batch_size=BATCH, weight_type=weight_type)
     engine, rows = policy.engine, _limit_prompts(policy)
     out: dict[str, Any] = {"prompt_tokens": [len(r) for r in rows], "batch": BATCH, "steps": steps}
     entries = [(tok, pos, s, pos == len(r) - 1) for s, r in enumerate(rows) for pos, tok in enumerate(r)]
@@ -271,7 +277,8 @@ def worker(args: argparse.Namespace) -> int:
         raise SystemExit(f"imported trace_gym from {trace_gym.__file__}, not from {args.code}")
     part, backend = args.worker, args.backend
     if part == "limit":
-        res = work_limit_llamacpp() if backend == "llamacpp" else work_limit()
+        res = (work_limit_llamacpp(weight_type="file" if backend == LLAMACPP_FILE else "auto") if backend in ENGINES
+               else work_limit())
     elif part in ("base", "adapter"):
         res = work_episodes(TS_ENV, args.adapters if part == "adapter" else None, args.scenarios, backend)
     elif part in ("cap-base", "cap-adapter"):
@@ -328,7 +335,7 @@ def run_part(version: str, code: Path, part: str, a: argparse.Namespace, out: Pa
         return json.loads(result.read_text())
     print(f"[{time.strftime('%H:%M:%S')}] {version}: {part} ...", flush=True)
     cmd = [sys.executable, __file__, "--worker", part, "--code", str(code), "--result", str(result),
-           "--backend", "llamacpp" if version == LLAMACPP else "hf",
+           "--backend", version if version in ENGINES else "hf",
            "--adapters", str(a.adapters), "--scenarios", str(a.scenarios), "--cap-seeds", str(a.cap_seeds),
            "--grpo-steps", str(a.grpo_steps), "--scratch", str(out / f"grpo-{version}")]
     if version == FAST:
@@ -402,26 +409,32 @@ def report(res: dict[tuple[str, str], dict[str, Any]], a: argparse.Namespace) ->
         out.append(f"Limit (batch {lim['batch']}, prompts of {lim['prompt_tokens']} tokens, static KV cache, greedy): "
                    f"decode {lim['decode_steps_per_s']:.2f} steps/s = {lim['decode_tokens_per_s']:.1f} tokens/s; "
                    f"prefill {lim['prefill_tokens_per_s']:.0f} tokens/s.\n")
-    llim = res.get((LLAMACPP, "limit"))
-    if llim:
-        out.append(f"llama.cpp limit (the same prompts, its own batched decode loop on the Q4_1 GGUF): decode "
-                   f"{llim['decode_steps_per_s']:.2f} steps/s = {llim['decode_tokens_per_s']:.1f} tokens/s; prefill "
-                   f"{llim['prefill_tokens_per_s']:.0f} tokens/s.\n")
+    engine_titles = {LLAMACPP: "llama.cpp, float weights (the adapter merged)",
+                     LLAMACPP_FILE: "llama.cpp, the GGUF's Q4_1 weights (the adapter as a LoRA)"}
+    limits = {head: lim}
+    for version, title in engine_titles.items():
+        limits[version] = llim = res.get((version, "limit"))
+        if llim:
+            out.append(f"Limit of {title}: the same prompts, its own batched decode loop: decode "
+                       f"{llim['decode_steps_per_s']:.2f} steps/s = {llim['decode_tokens_per_s']:.1f} tokens/s; prefill "
+                       f"{llim['prefill_tokens_per_s']:.0f} tokens/s.\n")
     episode_parts = ("base", "adapter", "cap-base", "cap-adapter")
-    for version, title in ((head, "this tree (transformers)"), (LLAMACPP, "this tree on llama.cpp")):
+    titles = {head: "this tree (transformers)", **{v: f"this tree on {t}" for v, t in engine_titles.items()}}
+    for version, title in titles.items():
         rows = [episode_row(p, res[(base, p)], res[(version, p)]) for p in episode_parts
                 if (base, p) in res and (version, p) in res]
         if rows:
             out.append(f"\n{base} → {title}; equal: greedy actions equal to {base}'s:\n")
             out.append(table(["policy", "s/action", "actions/min", "episodes/min", "tokens/action",
                               "equal actions, episodes"], rows))
-    for version, limit, title in ((head, lim, "This tree"), (LLAMACPP, llim, "On llama.cpp")):
+    for version, title in titles.items():
+        limit = limits.get(version)
         if not limit:
             continue
         rows = [shares_row(p, res[(version, p)], limit) for p in episode_parts if (version, p) in res]
         if rows:
-            out.append(f"\n{title}, where the time goes (decode tokens/s as a share of its limit's; stops: end-of-turn "
-                       "token / stop string / token limit):\n")
+            out.append(f"\n{title[0].upper() + title[1:]}, where the time goes (decode tokens/s as a share of its "
+                       "limit's; stops: end-of-turn token / stop string / token limit):\n")
             out.append(table(["policy", "decode tokens/s", "steps/s", "tokens/step", "drafts kept", "prefill",
                               "decode", "env", "other", "stops"], rows))
     if (base, "grpo") in res and (head, "grpo") in res:
@@ -449,9 +462,10 @@ def main() -> int:
     p.add_argument("--scenarios", type=int, default=24)
     p.add_argument("--cap-seeds", type=int, default=8)
     p.add_argument("--grpo-steps", type=int, default=2)
-    p.add_argument("--versions", default="baseline,head,head-fast,llamacpp",
+    p.add_argument("--versions", default="baseline,head,head-fast,llamacpp,llamacpp-file",
                    help="which code versions to measure now (baseline, head, head-fast: this tree's GRPO with "
-                        "--fast-train, llamacpp: this tree on llama.cpp)")
+                        "--fast-train, llamacpp: this tree on llama.cpp with float weights, llamacpp-file: on the "
+                        "GGUF's 4-bit weights)")
     p.add_argument("--fast-train", default="dtype=bfloat16,gradient_checkpointing=false",
                    help="TrainConfig settings of the head-fast GRPO part, KEY=VALUE,...")
     p.add_argument("--fresh", action="store_true", help="measure again what an earlier run stored")
@@ -459,7 +473,7 @@ def main() -> int:
     p.add_argument("--code", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
     p.add_argument("--scratch", help=argparse.SUPPRESS)
-    p.add_argument("--backend", choices=["hf", LLAMACPP], default="hf", help=argparse.SUPPRESS)
+    p.add_argument("--backend", choices=["hf", *ENGINES], default="hf", help=argparse.SUPPRESS)
     p.add_argument("--train-extra", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.worker:
@@ -477,15 +491,15 @@ def main() -> int:
     except ConfigError as exc:
         p.error(f"--fast-train: {exc}")
     a.adapters = Path(a.adapters).resolve() if a.adapters else ensure_adapter(out)
-    versions = {a.baseline: export_baseline(a.baseline, out), "head": ROOT, FAST: ROOT, LLAMACPP: ROOT}
+    versions = {a.baseline: export_baseline(a.baseline, out), "head": ROOT, FAST: ROOT, LLAMACPP: ROOT, LLAMACPP_FILE: ROOT}
     run_now = {a.baseline if v == "baseline" else v for v in a.versions.split(",") if v}
-    if LLAMACPP in run_now and importlib.util.find_spec("llama_cpp") is None:
-        print("llama-cpp-python is not installed: the llamacpp version is not measured", flush=True)
-        run_now.discard(LLAMACPP)
+    if run_now & set(ENGINES) and importlib.util.find_spec("llama_cpp") is None:
+        print("llama-cpp-python is not installed: the llamacpp versions are not measured", flush=True)
+        run_now -= set(ENGINES)
     res: dict[tuple[str, str], dict[str, Any]] = {}
     for part in parts:
         for version, code in versions.items():
-            if ((part == "limit" and version == a.baseline) or (part == "grpo" and version == LLAMACPP)
+            if ((part == "limit" and version == a.baseline) or (part == "grpo" and version in ENGINES)
                     or (version == FAST and part != "grpo")):
                 continue  # the model's own speed: one measurement per engine; GRPO trains with transformers;
                 # head-fast differs from head only in its training settings

@@ -25,6 +25,19 @@ def _adapter(path, model, seed=3, **cfg):
     return pm
 
 
+def _strong_adapter(path, model, r):
+    """A random LoRA on every linear layer of ``model`` that moves its logits a long way, saved at ``path``."""
+    torch.manual_seed(0)
+    pm = peft.get_peft_model(model, peft.LoraConfig(r=r, lora_alpha=2 * r, target_modules="all-linear",
+                                                    init_lora_weights=False))
+    with torch.no_grad():
+        for name, p in pm.named_parameters():
+            if "lora_B" in name:
+                p.mul_(0.5)
+    pm.save_pretrained(str(path))
+    return pm
+
+
 def _unrope(b, heads):  # the inverse of llama.cpp's row order for rotary embeddings
     out, r = b.shape
     return b.reshape(heads, out // heads // 2, 2, r).swapaxes(1, 2).reshape(out, r)
@@ -66,6 +79,49 @@ def test_adapters_llama_cpp_cannot_apply_are_refused_by_name(tmp_path):
         write_lora_gguf(tmp_path, tmp_path / "bad.gguf", architecture="llama", heads=4, kv_heads=2)
 
 
+def test_a_merged_gguf_is_the_model_with_the_adapter_merged(tmp_path):
+    """The merged GGUF, read back by transformers (which undoes llama.cpp's rotary row order), gives the
+    logits of the PEFT model: the update lands in the right rows of every weight, metadata intact."""
+    from transformers import AutoModelForCausalLM
+
+    from trace_gym.policies.hf import load_smollm2
+    from trace_gym.policies.hf_models import smollm2_gguf_path
+    from trace_gym.policies.lora_gguf import float_gguf
+
+    try:
+        model, tok = load_smollm2()
+        source = smollm2_gguf_path()
+    except ModelUnavailableError as exc:
+        pytest.skip(str(exc))
+    pm = _strong_adapter(tmp_path / "a", model, r=4)
+    ids = tok("The capital of France is Paris. The capital of Spain is", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        tuned = pm(input_ids=ids).logits[0]
+        with pm.disable_adapter():
+            plain = pm(input_ids=ids).logits[0]
+    pm.unload()
+    out = float_gguf(source, tmp_path / "m" / "merged.gguf", weight_type="F16", adapter_dir=tmp_path / "a")
+    merged = AutoModelForCausalLM.from_pretrained(str(out.parent), gguf_file=out.name, dtype=torch.float32)
+    with torch.no_grad():
+        got = merged(input_ids=ids).logits[0]
+    effect = torch.nn.functional.cosine_similarity((got - plain).flatten(), (tuned - plain).flatten(), dim=0)
+    assert effect > 0.999 and (tuned - plain).abs().max() > 1.0  # a large update, carried over whole
+    assert torch.equal(got.argmax(-1), tuned.argmax(-1)) and (got - tuned).abs().max() < 0.1  # float16 rounding only
+    src, dst = gguf.GGUFReader(str(source)), gguf.GGUFReader(str(out))
+    assert [t.name for t in dst.tensors] == [t.name for t in src.tensors]
+    # every quantized matrix is now float16 (the embedding too); norms stay float32
+    assert {t.name: t.tensor_type.name for t in dst.tensors} == {
+        t.name: "F16" if t.tensor_type.name.startswith("Q") else t.tensor_type.name for t in src.tensors}
+    assert len(dst.fields["tokenizer.ggml.tokens"].data) == len(src.fields["tokenizer.ggml.tokens"].data)
+    # an adapter of another model: one clear error, nothing left behind
+    _adapter(tmp_path / "tiny", tiny_test_model(seed=0)[0])
+    with pytest.raises(ValueError, match="does not fit"):
+        float_gguf(source, tmp_path / "bad" / "bad.gguf", adapter_dir=tmp_path / "tiny")
+    assert not (tmp_path / "bad" / "bad.gguf").exists() and not list(tmp_path.glob("bad/.bad.gguf.*"))
+    with pytest.raises(ValueError, match="weight_type must be auto or one of BF16, F16, F32"):
+        float_gguf(source, tmp_path / "bad" / "bad.gguf", weight_type="Q4_1", adapter_dir=tmp_path / "a")
+
+
 # ----------------------------------------------------------------------------- the policy on llama.cpp
 @pytest.fixture(scope="module")
 def smollm2():
@@ -100,36 +156,54 @@ def _next_logits_hf(model, tokenizer, text):
         return model(input_ids=ids).logits[0, -1].float()
 
 
-def test_llama_cpp_agrees_with_transformers_with_and_without_an_adapter(smollm2, tmp_path):
+@pytest.mark.parametrize("weights,merge", [("file", False), ("auto", True), ("auto", False)])
+def test_llama_cpp_agrees_with_transformers_with_and_without_an_adapter(smollm2, tmp_path, weights, merge):
+    """On the GGUF's 4-bit weights (``file``, activations quantized too) or on their float copy (``auto``),
+    with the adapter as a llama.cpp LoRA or merged into the float weights."""
     from trace_gym.policies.llamacpp import LlamaCppPolicy
     from trace_gym.route.policy import AdapterPolicy
     from trace_gym.route.registry import AdapterRegistry
 
     model, tok = smollm2
-    lcp = LlamaCppPolicy.smollm2(greedy=True, max_new_tokens=12, batch_size=2)
+    lcp = LlamaCppPolicy.smollm2(greedy=True, max_new_tokens=12, batch_size=2, weight_type=weights)
     text = lcp.render_prompt(PROMPT, [])
     a, b = _next_logits_llamacpp(lcp, text), _next_logits_hf(model, tok, text)
-    assert torch.nn.functional.cosine_similarity(a, b, dim=0) > 0.99 and a.argmax() == b.argmax()
+    # measured (on a CPU with AVX512-BF16, where auto is BF16): 0.99999 on the float copy, 0.99995 on the 4-bit file
+    assert torch.nn.functional.cosine_similarity(a, b, dim=0) > (0.9999 if weights == "auto" else 0.999)
+    assert a.argmax() == b.argmax()
     # an adapter that moves the logits a long way: llama.cpp must move them the same way
-    config = peft.LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", init_lora_weights=False)
-    torch.manual_seed(0)
-    pm = peft.get_peft_model(model, config)
-    with torch.no_grad():
-        for name, p in pm.named_parameters():
-            if "lora_B" in name:
-                p.mul_(0.5)
-    pm.save_pretrained(str(tmp_path / "cap-x"))
+    pm = _strong_adapter(tmp_path / "cap-x", model, r=8)
     tuned = _next_logits_hf(pm, tok, text)
     pm.unload()
     (tmp_path / "manifest.json").write_text(json.dumps({"adapters": [
         {"name": "cap-x", "path": "cap-x", "capability": "x", "env_id": "trace/x-v0", "base_model": "smollm2"}]}))
-    served = AdapterPolicy(lcp, AdapterRegistry(tmp_path / "manifest.json"), fixed="cap-x")
-    assert served.serving and lcp.adapter == "cap-x"
+    served = AdapterPolicy(lcp, AdapterRegistry(tmp_path / "manifest.json"), fixed="cap-x", merge=merge)
+    assert served.serving and served.merged == merge and lcp.adapter == "cap-x" and (lcp.merged == "cap-x") == merge
     c = _next_logits_llamacpp(lcp, text)
-    # the adapter's effect, both ways (0.97 measured; 0.80 with the query and key rows left in PEFT's order)
-    assert torch.nn.functional.cosine_similarity(tuned - b, c - a, dim=0) > 0.95
+    # the adapter's effect, both ways; measured: 0.972 as a LoRA on the 4-bit file (0.80 with the query and key
+    # rows left in PEFT's order), 0.994 as a LoRA on the BF16 copy, 0.989 merged into it (BF16 rounds the sum)
+    assert torch.nn.functional.cosine_similarity(tuned - b, c - a, dim=0) > (0.98 if weights == "auto" else 0.95)
     served.use("none")
+    for slot in lcp.engine.slots:  # decode from scratch, as ``a`` was: on float weights a reused prefix rounds
+        slot.tokens = []  # the last token's logits differently (see the next test)
     assert torch.allclose(_next_logits_llamacpp(lcp, text), a, atol=1e-3)  # switched back: the plain model
+    lcp.close()
+
+
+@pytest.mark.parametrize("weights", ["file", "F32"])
+def test_a_reused_prefix_is_exact_on_the_4bit_file_and_close_on_floats(smollm2, weights):
+    """The same prompt decoded from scratch and again on top of its cached prefix: the 4-bit file's integer dot
+    products give the same logits; float kernels sum one row in another order than many (measured: 0.012 in
+    float32, 0.034 in float16, 0.21 in bfloat16, logits around 20)."""
+    from trace_gym.policies.llamacpp import LlamaCppPolicy
+
+    lcp = LlamaCppPolicy.smollm2(greedy=True, max_new_tokens=4, batch_size=1, weight_type=weights)
+    text = lcp.render_prompt(PROMPT, [])
+    fresh, reused = _next_logits_llamacpp(lcp, text), _next_logits_llamacpp(lcp, text)
+    if weights == "file":
+        assert torch.equal(fresh, reused)
+    else:
+        assert (fresh - reused).abs().max() < 0.1 and fresh.argmax() == reused.argmax()
     lcp.close()
 
 
@@ -171,6 +245,9 @@ def test_a_spec_names_the_llama_cpp_backend(smollm2):
         policy_from_spec("llamacpp:/nonexistent/model.gguf")
     with pytest.raises(ValueError, match="llamacpp:FILE.gguf"):
         policy_from_spec("llamacpp:")
+    pol = policy_from_spec("llamacpp:smollm2@file", batch_size=1)
+    assert pol.weight_type == "file" and pol.model_path == pol.source_path
+    pol.close()
 
 
 def test_without_llama_cpp_the_spec_says_how_to_install_it(monkeypatch):
@@ -181,3 +258,5 @@ def test_without_llama_cpp_the_spec_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as on a machine without the package
     with pytest.raises(ModelUnavailableError, match=r"pip install 'trace-gym\[llamacpp\]'"):
         policy_from_spec("llamacpp:smollm2")
+    with pytest.raises(ValueError, match="weights must be one of auto, file, bf16, f16, f32"):
+        policy_from_spec("llamacpp:smollm2@q4_1")

@@ -29,12 +29,14 @@ __all__ = [
     "reset_policy",
 ]
 
-SPEC_HELP = "scripted:FILE | hf:MODEL_OR_PATH | smollm2 | llamacpp:smollm2 | llamacpp:FILE.gguf | openai:URL#MODEL"
+SPEC_HELP = ("scripted:FILE | hf:MODEL_OR_PATH | smollm2 | llamacpp:smollm2[@WEIGHTS] | llamacpp:FILE.gguf[@WEIGHTS] | "
+             "openai:URL#MODEL")
 
 
 def policy_from_spec(spec: str, **options: Any) -> Policy:
     """A policy from ``scripted:FILE``, ``hf:MODEL``, ``smollm2``, ``llamacpp:smollm2``, ``llamacpp:FILE.gguf``
-    (the model run by llama.cpp, :mod:`trace_gym.policies.llamacpp`) or ``openai:URL#MODEL``.
+    (the model run by llama.cpp, :mod:`trace_gym.policies.llamacpp`; ``@WEIGHTS`` picks its
+    ``weight_type``: ``auto``, ``bf16``, ``f16``, ``f32`` or ``file``) or ``openai:URL#MODEL``.
 
     ``options`` go to the policy's constructor where they apply (``max_new_tokens``,
     ``greedy``, ``temperature``, ``seed``, ``batch_size``, ``device`` for Hugging Face
@@ -66,6 +68,15 @@ def policy_from_spec(spec: str, **options: Any) -> Policy:
         from .llamacpp import LlamaCppPolicy
 
         keep = {k: opts[k] for k in ("max_new_tokens", "greedy", "temperature", "top_k", "top_p", "seed", "batch_size") if k in opts}
+        rest, _, weights = rest.partition("@")
+        if weights:
+            from .lora_gguf import FLOAT_TYPES
+
+            choices = ("auto", "file", *(t.lower() for t in FLOAT_TYPES))
+            if weights.lower() not in choices:
+                raise ValueError(f"llamacpp weights must be one of {', '.join(choices)}: llamacpp:FILE.gguf@WEIGHTS "
+                                 f"(got {weights!r})")
+            keep["weight_type"] = weights.lower()
         return LlamaCppPolicy.smollm2(**keep) if rest == "smollm2" else LlamaCppPolicy(rest, **keep)
     if kind == "openai":
         url, sep, model = rest.rpartition("#")

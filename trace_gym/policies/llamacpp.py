@@ -262,12 +262,24 @@ class LlamaCppPolicy(ChatPolicy):
     ``model_path`` is a GGUF file; ``tokenizer`` the Hugging Face tokenizer of the same model
     (its chat template renders the prompts; default: read from the GGUF).  ``batch_size`` is
     the number of sequences decoded in lock step (the engine's slots); ``n_ctx`` each
-    sequence's context (default: the model's).  Sampling options as for
-    :class:`~trace_gym.policies.hf.HFPolicy`.  :meth:`load_adapter` takes a PEFT LoRA folder.
+    sequence's context (default: the model's).  ``weight_type``: ``auto`` (the default),
+    ``BF16``, ``F16`` or ``F32`` run a copy of the model with its quantized matrices
+    de-quantized to that float type (converted once, cached under the model cache; ``auto``
+    is BF16 where the CPU multiplies it natively, else F16); ``file`` runs the GGUF's own
+    types.  For a model as small as SmolLM2-135M the float copy decodes faster on a CPU than
+    the 4-bit file and computes what ``transformers`` computes on the de-quantized weights
+    more closely (``benchmarks/rollout_speed.py``).  One difference: float kernels sum one row
+    in another order than many, so a token's logits depend slightly on whether its prompt's
+    prefix came from a slot's cache (up to about 0.2 in bfloat16, 0.01 in float32, on logits
+    around 20); a run repeated in the same order repeats exactly, but a greedy action can
+    depend on what the slot held before.  The 4-bit file's integer dot products do not
+    (``file`` is history-independent).  Sampling options as for
+    :class:`~trace_gym.policies.hf.HFPolicy`.  :meth:`load_adapter` takes a PEFT LoRA folder;
+    :meth:`merge_adapter` serves one merged into the weights.
     """
 
     def __init__(self, model_path: str | Path, tokenizer: Any = None, *, policy_id: str | None = None, batch_size: int = 4,
-                 n_ctx: int | None = None, n_threads: int | None = None, **options: Any):
+                 n_ctx: int | None = None, n_threads: int | None = None, weight_type: str = "auto", **options: Any):
         model_path = Path(model_path)
         require_llama_cpp()
         if not model_path.is_file():
@@ -276,8 +288,18 @@ class LlamaCppPolicy(ChatPolicy):
             _, transformers = require_transformers()
             tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_path.parent), gguf_file=model_path.name)
         super().__init__(tokenizer, policy_id=policy_id or f"llamacpp:{model_path.name}", batch_size=batch_size, **options)
-        self.engine = LlamaCppEngine(model_path, slots=batch_size, n_ctx=n_ctx, n_threads=n_threads)
+        self._engine_options = {"slots": batch_size, "n_ctx": n_ctx, "n_threads": n_threads}
+        weight_type = "file" if str(weight_type).lower() == "file" else weight_type
+        self.source_path, self.weight_type = model_path, weight_type
+        if weight_type != "file":  # the model's quantized matrices as floats, converted once
+            from .lora_gguf import cached_float_gguf
+
+            model_path = cached_float_gguf(model_path, model_cache_dir() / "llamacpp", weight_type=weight_type)
+        self.model_path = model_path
+        self.engine = LlamaCppEngine(model_path, **self._engine_options)
         self.adapter: str | None = None
+        self.merged: str | None = None  # the adapter merged into the engine's weights (:meth:`merge_adapter`)
+        self._lora: dict[str, Path] = {}  # name -> its llama.cpp LoRA GGUF
 
     @classmethod
     def smollm2(cls, **options: Any) -> LlamaCppPolicy:
@@ -300,11 +322,37 @@ class LlamaCppPolicy(ChatPolicy):
         """Convert the PEFT LoRA folder ``peft_dir`` (once, cached under the model cache) and load it as ``name``."""
         from .lora_gguf import adapter_gguf
 
-        path = adapter_gguf(peft_dir, self.engine.model_path, model_cache_dir() / "llamacpp-lora")
-        self.engine.load_adapter(name, path)
+        path = adapter_gguf(peft_dir, self.source_path, model_cache_dir() / "llamacpp")
+        if self.merged is None:
+            self.engine.load_adapter(name, path)
+        self._lora[name] = path
+
+    def merge_adapter(self, name: str, peft_dir: str | Path) -> None:
+        """Serve adapter ``name`` merged into the weights: the model with the PEFT LoRA in ``peft_dir`` added into
+        every weight it changes, stored as floats (the policy's ``weight_type``; ``auto`` where that is ``file``:
+        4-bit weights would round most of the update away; :func:`~trace_gym.policies.lora_gguf.float_gguf`,
+        written once under the model cache), so acting with it runs no LoRA arithmetic.  Switching to another
+        adapter or to none reopens the plain model."""
+        from .lora_gguf import cached_float_gguf
+
+        path = cached_float_gguf(self.source_path, model_cache_dir() / "llamacpp",
+                                 weight_type="auto" if self.weight_type == "file" else self.weight_type, adapter_dir=peft_dir)
+        self._reopen(path)
+        self.merged = self.adapter = name
+
+    def _reopen(self, path: Path) -> None:
+        self.engine.close()
+        self.engine = LlamaCppEngine(path, **self._engine_options)
+        self.merged = self.adapter = None
 
     def use_adapter(self, name: str | None) -> None:
         """Act with adapter ``name`` from now on (``None``: the plain model)."""
+        if self.merged is not None:
+            if name == self.merged:
+                return
+            self._reopen(self.model_path)
+            for n, path in self._lora.items():
+                self.engine.load_adapter(n, path)
         self.engine.use(name)
         self.adapter = name
 

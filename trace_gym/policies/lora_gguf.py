@@ -1,4 +1,4 @@
-"""A PEFT LoRA adapter of a Llama-family model, written as a llama.cpp LoRA GGUF.
+"""A PEFT LoRA adapter of a Llama-family model, written for llama.cpp: as a LoRA GGUF, or merged.
 
 llama.cpp applies ``scale * alpha / r * B (A x)`` next to each quantized weight; the file
 holds, per adapted weight, ``<gguf tensor>.lora_a`` (r x in) and ``.lora_b`` (out x r) and
@@ -7,7 +7,10 @@ interleaved for its rotary embedding, so ``B`` of those two is permuted the same
 PEFT's rank-stabilised scaling (``alpha / sqrt(r)``) is written as the equivalent alpha.
 Adapters llama.cpp cannot apply as such (DoRA, trained embeddings or output head, modules
 saved whole, per-module ranks) raise :class:`ValueError` naming what is in the way.
-Requires the ``gguf`` and ``safetensors`` packages (``transformers``' GGUF loading needs them too).
+:func:`float_gguf` writes the model itself with its quantized matrices stored as floats and,
+optionally, one adapter merged into them: the form in which llama.cpp serves one adapter
+fastest.  Requires the ``gguf`` and ``safetensors`` packages (``transformers``' GGUF loading
+needs them too).
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["adapter_gguf", "gguf_attention_heads", "write_lora_gguf"]
+__all__ = ["FLOAT_TYPES", "adapter_gguf", "cached_float_gguf", "float_gguf", "float_type", "gguf_attention_heads",
+           "read_lora", "write_lora_gguf"]
 
 _PROJ = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
          "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
@@ -54,13 +58,17 @@ def gguf_attention_heads(gguf_path: str | Path) -> tuple[str, int, int]:
 def _rope_rows(b: Any, heads: int) -> Any:
     """``b`` (out x r) with its rows in llama.cpp's rotary order for ``heads`` heads."""
     out, r = b.shape
+    if out % (2 * heads):
+        raise ValueError(f"an update of {out} rows cannot be split over {heads} attention heads: the adapter does not "
+                         "fit this model")
     return b.reshape(heads, 2, out // heads // 2, r).swapaxes(1, 2).reshape(out, r)
 
 
-def write_lora_gguf(adapter_dir: str | Path, out_path: str | Path, *, architecture: str, heads: int, kv_heads: int) -> Path:
-    """Write the PEFT adapter in ``adapter_dir`` as a llama.cpp LoRA GGUF at ``out_path`` (atomically)."""
+def read_lora(adapter_dir: str | Path) -> tuple[float, int, dict[tuple[int, str], dict[str, Any]]]:
+    """``(alpha, r, {(layer, module): {"A": r x in, "B": out x r}})`` of the PEFT adapter in ``adapter_dir``
+    (float32 numpy), ``alpha`` as llama.cpp scales it (``alpha / r``); :class:`ValueError` names what llama.cpp
+    cannot apply."""
     import numpy as np
-    from gguf import GGUFWriter
     from safetensors.numpy import load_file
 
     adapter_dir = Path(adapter_dir)
@@ -84,46 +92,162 @@ def write_lora_gguf(adapter_dir: str | Path, out_path: str | Path, *, architectu
             raise ValueError(f"{adapter_dir}: tensor {key!r} has no place in a llama.cpp LoRA (embeddings, head or "
                              "an unknown module)")
         pairs.setdefault((int(m.group(1)), m.group(2)), {})[m.group(3)] = value.astype(np.float32)
-    writer_path = Path(out_path)
-    writer_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{writer_path.name}.", dir=writer_path.parent)
+    for (layer, module), ab in sorted(pairs.items()):
+        if set(ab) != {"A", "B"}:
+            raise ValueError(f"{adapter_dir}: layer {layer} {module} has lora_{''.join(ab)} only")
+    return alpha, r, pairs
+
+
+def _write_atomically(out_path: str | Path, architecture: str, fill: Any) -> Path:
+    """Create a GGUF at ``out_path`` through a temporary file beside it: ``fill(writer)`` adds metadata and tensors."""
+    from gguf import GGUFWriter
+
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
     os.close(fd)
     try:
         writer = GGUFWriter(tmp, architecture)
-        writer.add_string("general.type", "adapter")
-        writer.add_string("adapter.type", "lora")
-        writer.add_float32("adapter.lora.alpha", alpha)
-        for (layer, module), ab in sorted(pairs.items()):
-            if set(ab) != {"A", "B"}:
-                raise ValueError(f"{adapter_dir}: layer {layer} {module} has lora_{''.join(ab)} only")
-            a, b = ab["A"], ab["B"]
-            if module == "self_attn.q_proj":
-                b = _rope_rows(b, heads)
-            elif module == "self_attn.k_proj":
-                b = _rope_rows(b, kv_heads)
-            name = f"blk.{layer}.{_PROJ[module]}.weight"
-            writer.add_tensor(f"{name}.lora_a", np.ascontiguousarray(a))
-            writer.add_tensor(f"{name}.lora_b", np.ascontiguousarray(b))
+        fill(writer)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
         writer.close()
-        os.replace(tmp, writer_path)
+        os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return writer_path
+    return out
+
+
+def _delta(ab: dict[str, Any], module: str, heads: int, kv_heads: int) -> tuple[Any, Any]:
+    """``(A, B)`` with ``B``'s rows in llama.cpp's order (query and key rows are in rotary order there)."""
+    a, b = ab["A"], ab["B"]
+    if module == "self_attn.q_proj":
+        b = _rope_rows(b, heads)
+    elif module == "self_attn.k_proj":
+        b = _rope_rows(b, kv_heads)
+    return a, b
+
+
+def write_lora_gguf(adapter_dir: str | Path, out_path: str | Path, *, architecture: str, heads: int, kv_heads: int) -> Path:
+    """Write the PEFT adapter in ``adapter_dir`` as a llama.cpp LoRA GGUF at ``out_path`` (atomically)."""
+    import numpy as np
+
+    alpha, _, pairs = read_lora(adapter_dir)
+
+    def fill(writer: Any) -> None:
+        writer.add_string("general.type", "adapter")
+        writer.add_string("adapter.type", "lora")
+        writer.add_float32("adapter.lora.alpha", alpha)
+        for (layer, module), ab in sorted(pairs.items()):
+            a, b = _delta(ab, module, heads, kv_heads)
+            name = f"blk.{layer}.{_PROJ[module]}.weight"
+            writer.add_tensor(f"{name}.lora_a", np.ascontiguousarray(a))
+            writer.add_tensor(f"{name}.lora_b", np.ascontiguousarray(b))
+
+    return _write_atomically(out_path, architecture, fill)
+
+
+FLOAT_TYPES = ("BF16", "F16", "F32")
+
+
+def float_type(weight_type: str = "auto") -> str:
+    """``weight_type`` checked (any case); ``"auto"`` is ``BF16`` where the CPU multiplies bfloat16 natively
+    (AVX512-BF16 or AMX-BF16 in ``/proc/cpuinfo``), else ``F16``."""
+    if str(weight_type).upper() in FLOAT_TYPES:
+        return str(weight_type).upper()
+    if weight_type == "auto":
+        try:
+            flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            flags = ""
+        return "BF16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "F16"
+    raise ValueError(f"weight_type must be auto or one of {', '.join(FLOAT_TYPES)}; got {weight_type!r}")
+
+
+def float_gguf(model_gguf: str | Path, out_path: str | Path, *, weight_type: str = "auto",
+               adapter_dir: str | Path | None = None) -> Path:
+    """Write ``model_gguf`` with every quantized weight matrix stored as the float type ``weight_type``, and the
+    PEFT LoRA in ``adapter_dir`` (if any) merged into the weights it changes, at ``out_path`` (atomically).
+
+    Each quantized matrix is de-quantized exactly; an adapted one gets ``alpha / r * B A``
+    added in float32 before it is stored.  Other tensors and all metadata are copied
+    unchanged, so llama.cpp runs the result as a plain model with no LoRA arithmetic per
+    layer.  On a small model and a CPU the float file is faster as well as closer to the
+    de-quantized model ``transformers`` runs (``benchmarks/rollout_speed.py``); a 4-bit type
+    would round most of a small update away.  :class:`ValueError` when the adapter does not
+    fit the model (a weight it names is missing or has another shape) or the type is unknown.
+    """
+    import numpy as np
+    from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType
+    from gguf.quants import dequantize, quantize
+
+    qtype = GGMLQuantizationType[float_type(weight_type)]
+    arch, heads, kv_heads = gguf_attention_heads(model_gguf)
+    reader = GGUFReader(str(model_gguf))
+    tensors = {t.name: t for t in reader.tensors}
+    updates = {}
+    if adapter_dir is not None:
+        alpha, r, pairs = read_lora(adapter_dir)
+        for (layer, module), ab in sorted(pairs.items()):
+            name = f"blk.{layer}.{_PROJ[module]}.weight"
+            shape = tuple(int(d) for d in reversed(tensors[name].shape)) if name in tensors else None
+            if shape != (ab["B"].shape[0], ab["A"].shape[1]):
+                raise ValueError(f"{adapter_dir} does not fit {Path(model_gguf).name}: its update of {name} is "
+                                 f"{ab['B'].shape[0]} x {ab['A'].shape[1]}, the model's weight "
+                                 + ("is missing" if shape is None else f"{shape[0]} x {shape[1]}"))
+            a, b = _delta(ab, module, heads, kv_heads)
+            updates[name] = (alpha / r) * (b @ a)
+    floats = {GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16}
+
+    def fill(writer: Any) -> None:
+        for field in reader.fields.values():
+            if field.name.startswith("GGUF.") or field.name in ("general.architecture", "general.alignment"):
+                continue  # written by the writer itself
+            vtype = field.types[0]
+            writer.add_key_value(field.name, field.contents(), vtype,
+                                 field.types[-1] if vtype == GGUFValueType.ARRAY else None)
+        for name, t in tensors.items():
+            if name not in updates and (t.tensor_type in floats or len(t.shape) < 2):
+                writer.add_tensor(name, t.data, raw_dtype=t.tensor_type)
+                continue
+            w = dequantize(t.data, t.tensor_type).astype(np.float32)
+            writer.add_tensor(name, quantize(w + updates[name] if name in updates else w, qtype), raw_dtype=qtype)
+
+    return _write_atomically(out_path, arch, fill)
+
+
+def _cached(cache_dir: str | Path, adapter_dir: Path, model_gguf: str | Path, tag: str) -> Path:
+    """Where the ``tag`` file made from ``adapter_dir`` for ``model_gguf`` is cached: keyed by the adapter's files'
+    size and modification time, so a retrained adapter gets a new file."""
+    stamp = "-".join(f"{p.stat().st_size}.{p.stat().st_mtime_ns}"
+                     for p in (adapter_dir / "adapter_config.json", adapter_dir / "adapter_model.safetensors") if p.is_file())
+    key = hashlib.sha256(f"{adapter_dir.resolve()}|{stamp}|{Path(model_gguf).resolve()}".encode()).hexdigest()[:16]
+    return Path(cache_dir) / f"{adapter_dir.name}-{key}.{tag}.gguf"
 
 
 def adapter_gguf(adapter_dir: str | Path, model_gguf: str | Path, cache_dir: str | Path) -> Path:
     """The LoRA GGUF of ``adapter_dir`` for ``model_gguf``, written once under ``cache_dir`` and reused while the
-    adapter's weights and config are unchanged (keyed by their size and modification time)."""
-    adapter_dir = Path(adapter_dir)
-    stamp = "-".join(f"{p.stat().st_size}.{p.stat().st_mtime_ns}"
-                     for p in (adapter_dir / "adapter_config.json", adapter_dir / "adapter_model.safetensors") if p.is_file())
-    key = hashlib.sha256(f"{adapter_dir.resolve()}|{stamp}|{Path(model_gguf).resolve()}".encode()).hexdigest()[:16]
-    out = Path(cache_dir) / f"{adapter_dir.name}-{key}.lora.gguf"
+    adapter's weights and config are unchanged."""
+    out = _cached(cache_dir, Path(adapter_dir), model_gguf, "lora")
     if not out.is_file():
         arch, heads, kv = gguf_attention_heads(model_gguf)
         write_lora_gguf(adapter_dir, out, architecture=arch, heads=heads, kv_heads=kv)
+    return out
+
+
+def cached_float_gguf(model_gguf: str | Path, cache_dir: str | Path, *, weight_type: str = "auto",
+                      adapter_dir: str | Path | None = None) -> Path:
+    """:func:`float_gguf` of ``model_gguf`` (with ``adapter_dir`` merged), written once under ``cache_dir``."""
+    kind = float_type(weight_type).lower()
+    model_gguf = Path(model_gguf)
+    if adapter_dir is None:
+        st = model_gguf.stat()
+        key = hashlib.sha256(f"{model_gguf.resolve()}|{st.st_size}.{st.st_mtime_ns}".encode()).hexdigest()[:16]
+        out = Path(cache_dir) / f"{model_gguf.stem}-{key}.{kind}.gguf"
+    else:
+        out = _cached(cache_dir, Path(adapter_dir), model_gguf, f"merged-{kind}")
+    if not out.is_file():
+        float_gguf(model_gguf, out, weight_type=kind.upper(), adapter_dir=adapter_dir)
     return out

@@ -44,7 +44,8 @@ class AdapterPolicy:
 
     A base policy that serves adapters itself (``load_adapter(name, folder)`` and
     ``use_adapter(name)``, e.g. :class:`~trace_gym.policies.llamacpp.LlamaCppPolicy`) is handed
-    each registered adapter and switched by ``use``; ``merge`` does not apply to it.
+    each registered adapter and switched by ``use``; with ``merge`` and a ``fixed`` adapter, a
+    base that has ``merge_adapter(name, folder)`` serves that adapter merged into its weights.
     """
 
     accepts_seeds = True
@@ -62,13 +63,14 @@ class AdapterPolicy:
         self._weights: dict[str, dict[str, Any]] | None = None
         self.serving = hasattr(base, "load_adapter") and hasattr(base, "use_adapter")
         if self.serving:
+            # one adapter, served by a base that can merge it: merged weights, no LoRA arithmetic per layer
+            self.merged = bool(fixed and merge and hasattr(base, "merge_adapter"))
             for n in ([fixed] if fixed else names):
                 try:
-                    base.load_adapter(n, registry[n].path)
+                    (base.merge_adapter if self.merged else base.load_adapter)(n, registry[n].path)
                 except (ValueError, OSError) as exc:
                     raise AdapterError(f"adapter {n!r} ({registry[n].path}) does not fit the base model "
                                        f"{getattr(base, 'policy_id', '?')}: {_first_line(exc)}") from None
-            self.merged = False
             if fixed:
                 self.use(fixed)
             return
