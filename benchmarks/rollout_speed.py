@@ -20,8 +20,9 @@ Q4_1 weights with the adapter as a llama.cpp LoRA (both: their limit is llama.cp
 batched decode loop on the same weights; no GRPO part; measured when ``llama-cpp-python``
 is installed); and ``head-fast``: this tree's GRPO
 part with the training settings of ``--fast-train`` (default
-``dtype=bfloat16,gradient_checkpointing=false``: bf16 weights, which CPUs with AVX512-BF16
-multiply natively, and no recomputation in the backward pass).  Results are written per
+``dtype=bfloat16,gradient_checkpointing=false,lm_head=full``: bf16 weights, which CPUs with
+AVX512-BF16 multiply natively, no recomputation in the backward pass, and the loss's log-probs
+from one float32 projection instead of TRL's chunked LM head).  Results are written per
 (version, part) as they finish, so an interrupted run resumes; ``--fresh`` measures again.
 The adapter is the one ``trace-gym sft`` makes with the issue's recipe (trained once, into
 the output folder, unless ``--adapters`` names a folder with a manifest).  Greedy actions of
@@ -441,15 +442,27 @@ def report(res: dict[tuple[str, str], dict[str, Any]], a: argparse.Namespace) ->
         def mean(d: dict[str, Any], k: str) -> float:
             return statistics.mean(s[k] for s in d["steps"])
 
+        def tokens(version: str) -> float:
+            """Mean completion tokens (agent and env) per step, from the run's own metrics.jsonl (the G = 4 episodes)."""
+            path = a.out_dir / f"grpo-{version}" / "metrics.jsonl"
+            rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+            lengths = [r["completions/mean_length"] * 4 for r in rows if "completions/mean_length" in r]
+            return statistics.mean(lengths) if lengths else float("nan")
+
         keys = ("total_s", "sampling_s", "env_s", "loss_s", "optimizer_s")
         names = {base: base, head: "this tree", FAST: f"this tree, {','.join(f'{k}={v}' for k, v in a.fast_settings.items())}"}
         b = mean(res[(base, "grpo")], "total_s")
+        b_tok = b / tokens(base)
         rows = [[names[v]] + [f"{mean(res[(v, 'grpo')], k):.1f}" for k in keys]
-                + [f"{b / mean(res[(v, 'grpo')], 'total_s'):.1f}×"]
+                + [f"{b / mean(res[(v, 'grpo')], 'total_s'):.1f}×", f"{tokens(v):.0f}",
+                   f"{1000 * mean(res[(v, 'grpo')], 'total_s') / tokens(v):.1f}",
+                   f"{b_tok / (mean(res[(v, 'grpo')], 'total_s') / tokens(v)):.1f}×"]
                 for v in (base, head, FAST) if (v, "grpo") in res]
         out.append(f"\nOne GRPO step (G = 4, {GRPO_ENV}), mean of {a.grpo_steps} steps, seconds; speed-up against "
-                   f"{base}:\n")
-        out.append(table(["version", "total", "sampling", "env", "loss fwd/bwd", "optimizer", "speed-up"], rows))
+                   f"{base}, per step and per completion token (the versions sample different episodes once their "
+                   "draws differ, so a step's work differs too):\n")
+        out.append(table(["version", "total", "sampling", "env", "loss fwd/bwd", "optimizer", "speed-up",
+                          "completion tokens", "ms/token", "per token"], rows))
     return "\n".join(out)
 
 
@@ -466,7 +479,7 @@ def main() -> int:
                    help="which code versions to measure now (baseline, head, head-fast: this tree's GRPO with "
                         "--fast-train, llamacpp: this tree on llama.cpp with float weights, llamacpp-file: on the "
                         "GGUF's 4-bit weights)")
-    p.add_argument("--fast-train", default="dtype=bfloat16,gradient_checkpointing=false",
+    p.add_argument("--fast-train", default="dtype=bfloat16,gradient_checkpointing=false,lm_head=full",
                    help="TrainConfig settings of the head-fast GRPO part, KEY=VALUE,...")
     p.add_argument("--fresh", action="store_true", help="measure again what an earlier run stored")
     p.add_argument("--worker", choices=PARTS, help=argparse.SUPPRESS)
@@ -508,6 +521,7 @@ def main() -> int:
                 res[(version, part)] = run_part(version, code, part, a, out)
             elif stored.exists():
                 res[(version, part)] = json.loads(stored.read_text())
+    a.out_dir = out
     text = report(res, a)
     (out / "report.md").write_text(text + "\n")
     print(text)

@@ -49,3 +49,10 @@ def test_shared_prefix_options(tmp_path, capsys):
     assert cfg["shared_prefix"] is True and cfg["prefix_grad"] == "detached"
     assert main([*base, "--no-shared-prefix", "--prefix-grad", "detached"]) == 2
     assert "needs shared_prefix" in capsys.readouterr().err
+    assert cfg["lm_head"] == "fused"
+    assert main([*base, "--lm-head", "full"]) == 0
+    assert json.loads(capsys.readouterr().out)["lm_head"] == "full"
+    assert main([*base, "--no-shared-prefix", "--lm-head", "full"]) == 2
+    assert "lm_head=full needs shared_prefix" in capsys.readouterr().err
+    assert main([*base, "--lm-head", "chunked"]) == 2
+    assert "lm_head" in capsys.readouterr().err

@@ -16,7 +16,7 @@ from trace_gym.train.shared_prefix import cache_argument, plan_prefix_clusters, 
 pytestmark = [pytest.mark.model, pytest.mark.skipif(not supported(), reason="needs the layered KV cache API of transformers >= 5")]
 
 
-def _trainer(tmp_path, *, gradient_checkpointing=False, batch=6, generations=3):
+def _trainer(tmp_path, *, gradient_checkpointing=False, batch=6, generations=3, temperature=1.0, dtype=None):
     import os
 
     from datasets import Dataset
@@ -27,12 +27,13 @@ def _trainer(tmp_path, *, gradient_checkpointing=False, batch=6, generations=3):
     from trace_gym.train.trainer import grpo_trainer_class
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    model, tok = load_model_and_tokenizer("tiny", seed=0)
+    model, tok = load_model_and_tokenizer("tiny", seed=0, **({"dtype": dtype} if dtype is not None else {}))
     peft = wrap_lora(model, TrainConfig(lora_r=4, lora_alpha=8, lora_dropout=0.0))
     trained_looking_lora(peft)  # so that LoRA changes the forward
     args = GRPOConfig(output_dir=str(tmp_path / "ckpt"), per_device_train_batch_size=batch, num_generations=generations,
                       max_completion_length=64, beta=0.0, epsilon=0.2, epsilon_high=0.28, loss_type="dapo", report_to="none",
-                      use_cpu=True, bf16=False, gradient_checkpointing=gradient_checkpointing, remove_unused_columns=False, max_steps=1)
+                      use_cpu=True, bf16=False, gradient_checkpointing=gradient_checkpointing, remove_unused_columns=False, max_steps=1,
+                      temperature=temperature)
     trainer = grpo_trainer_class()(model=peft, reward_funcs=[lambda completions, **_: [0.0] * len(completions)], args=args,
                                    train_dataset=Dataset.from_dict({"prompt": ["x"] * 8}), processing_class=tok)
     trainer.current_gradient_accumulation_steps = 1
@@ -105,6 +106,28 @@ def test_shared_prefix_loss_and_lora_gradients_equal_the_unshared_computation(tm
         assert g.abs().max() > 0 or "lora_A" in name
         assert (g - grads_shared[name]).abs().max() <= 1e-5, name
     assert trainer._metrics["train"]["trace/prefix_shared_fraction"][-1] > 0.3
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_full_lm_head_gives_the_fused_heads_log_probs_loss_and_gradients(tmp_path, dtype):
+    """``lm_head="full"`` projects every scored token at once (in float32 when the weights are bfloat16), at the
+    trainer's temperature; TRL's fused head projects them in chunks: the same computation."""
+    trainer, peft, tok = _trainer(tmp_path, temperature=0.7, dtype=getattr(torch, dtype))
+    inputs = _two_groups(tok)
+    trainer.lm_head = "fused"
+    fused_logps, fused_ent = _logps(trainer, inputs, shared=True)
+    inputs["old_per_token_logps"] = fused_logps + 0.3 * torch.randn(fused_logps.shape, generator=torch.Generator().manual_seed(2))
+    loss_fused, grads_fused = _loss_and_grads(trainer, peft, inputs, shared=True)
+    trainer.lm_head = "full"
+    full_logps, full_ent = _logps(trainer, inputs, shared=True)
+    loss_full, grads_full = _loss_and_grads(trainer, peft, inputs, shared=True)
+    mask = inputs["completion_mask"].bool()
+    tol = 1e-5 if dtype == "float32" else 2e-2  # bfloat16 hidden states: both heads round them the same way
+    assert (full_logps - fused_logps)[mask].abs().max() <= tol and (full_ent - fused_ent)[mask].abs().max() <= tol
+    assert abs(float(loss_fused)) > 1e-3 and abs(float(loss_full - loss_fused)) <= tol
+    for name, g in grads_fused.items():
+        scale = max(float(g.abs().max()), 1e-6)
+        assert float((g - grads_full[name]).abs().max()) <= (1e-4 if dtype == "float32" else 5e-2) * scale, name
 
 
 def test_detached_prefix_keeps_the_loss_and_changes_only_the_gradient(tmp_path):

@@ -56,6 +56,8 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--sft-recover-every", "sft_recover_every", int,
      "warm start: every Nth demonstration tries the reference's last call first and recovers from its error (0: none)"),
     ("--prefix-grad", "prefix_grad", str, "exact (default) | detached: train the shared prompt prefix, or not (faster, approximate)"),
+    ("--lm-head", "lm_head", str,
+     "fused (default: TRL's chunked LM head) | full: the loss's log-probs from one float32 projection (faster on a CPU, more memory)"),
 ]
 
 

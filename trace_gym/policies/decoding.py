@@ -102,6 +102,9 @@ class StopRule:
         return text[: min(ends)] if ends else text
 
 
+NUCLEUS_CANDIDATES = 256  # top-p sampling looks for the nucleus among this many most likely tokens first
+
+
 def pick_tokens(logits: Any, *, greedy: bool = False, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
                 min_p: float | None = None, generators: Sequence[Any] | None = None) -> Any:
     """One token per row of ``logits`` (rows x vocabulary): the argmax, or a draw after temperature,
@@ -119,18 +122,45 @@ def pick_tokens(logits: Any, *, greedy: bool = False, temperature: float = 1.0, 
         kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     probs = torch.softmax(logits, dim=-1)
-    if top_p < 1.0:
-        sorted_p, order = torch.sort(probs, dim=-1, descending=True)
-        before = sorted_p.cumsum(dim=-1) - sorted_p  # mass of strictly more likely tokens
-        sorted_p = sorted_p.masked_fill(before >= top_p, 0.0)
-        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+    if top_p >= 1.0:
+        return _draw([probs[i] for i in range(len(probs))], None, min_p, generators, probs)
+    # A row's nucleus usually lies within its few most likely tokens: it draws among those when it does (the
+    # same distribution as over the whole vocabulary), else among its whole sorted vocabulary.  The choice is
+    # the row's own, so its draw depends on nothing else in the batch.
+    width = min(NUCLEUS_CANDIDATES, probs.shape[-1])
+    top, order = torch.topk(probs, width, dim=-1)
+    before = top.cumsum(dim=-1) - top  # mass of strictly more likely tokens
+    rows, index = [], []
+    for i in range(len(probs)):
+        if width == probs.shape[-1] or bool(before[i, -1] >= top_p):
+            kept, ids = top[i].masked_fill(before[i] >= top_p, 0.0), order[i]
+            ids, back = ids.sort()  # draw in vocabulary order, as over the whole row: the same token for the same
+            rows.append(kept[back])  # generator state, and a draw that near-equal probabilities cannot reorder
+            index.append(ids)
+            continue
+        sorted_p, ids = torch.sort(probs[i], descending=True)
+        sorted_p = sorted_p.masked_fill(sorted_p.cumsum(dim=-1) - sorted_p >= top_p, 0.0)
+        rows.append(torch.zeros_like(probs[i]).scatter(-1, ids, sorted_p))
+        index.append(None)
+    return _draw(rows, index, min_p, generators, probs)
+
+
+def _draw(rows: list[Any], index: list[Any] | None, min_p: float | None, generators: Sequence[Any] | None,
+          like: Any) -> Any:
+    """One draw per row from ``rows[i]`` (unnormalised probabilities over the ids ``index[i]``; ``None``: the
+    vocabulary itself), after min-p; with the row's own generator where given."""
+    import torch
+
     if min_p:
-        probs = probs.masked_fill(probs < min_p * probs.max(dim=-1, keepdim=True).values, 0.0)
-    if generators is None:
-        return torch.multinomial(probs, 1)[:, 0]
-    cpu = probs.to("cpu")
-    picks = [torch.multinomial(cpu[i], 1, generator=g) for i, g in enumerate(generators)]
-    return torch.cat(picks).to(logits.device)
+        rows = [r.masked_fill(r < min_p * r.max(), 0.0) for r in rows]
+    if generators is None and len({len(r) for r in rows}) == 1:
+        picks = torch.multinomial(torch.stack(rows), 1)[:, 0]
+    else:
+        picks = torch.stack([torch.multinomial(r.to("cpu"), 1, generator=generators[i] if generators else None)
+                             for i, r in enumerate(rows)])[:, 0].to(like.device)
+    if index is None:
+        return picks
+    return torch.stack([picks[i] if index[i] is None else index[i][picks[i]] for i in range(len(rows))])
 
 
 @dataclass

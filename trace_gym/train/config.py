@@ -119,6 +119,10 @@ class TrainConfig:
     sampling_lookahead: int = 8
     # exact: the shared prefix is trained; detached: its keys and values get no gradient (faster, approximate).
     prefix_grad: str = "exact"
+    # How the loss turns the scored tokens' hidden states into log-probs: fused (TRL's chunked LM head: no
+    # (tokens x vocab) logits in memory) or full (one float32 projection of all of them: faster on a CPU,
+    # where the chunked head has no kernel of its own, for B x completion x vocab x 12 bytes of memory).
+    lm_head: str = "fused"
     cpu_threads: int | None = None  # torch intra-op threads on CPU (None: torch's default)
 
     # Outputs.
@@ -159,6 +163,8 @@ class TrainConfig:
             problems.append("epsilon and epsilon_high must be >= 0")
         if self.beta < 0:
             problems.append(f"beta must be >= 0, got {self.beta}")
+        if self.lm_head == "full" and not self.shared_prefix:
+            problems.append("lm_head=full needs shared_prefix=true (the full head runs in the shared-prefix loss)")
         if self.prefix_grad == "detached" and not self.shared_prefix:
             problems.append("prefix_grad=detached needs shared_prefix=true (the detached prefix is the shared one)")
         for name in ("sft_seeds_per_env", "sft_batch_size", "sft_gradient_accumulation_steps", "sft_max_length"):
@@ -179,6 +185,7 @@ class TrainConfig:
             "device": ("auto", "cpu", "cuda"),
             "scale_rewards": ("group", "batch", "none"),
             "prefix_grad": ("exact", "detached"),
+            "lm_head": ("fused", "full"),
             "sft_prefix_grad": ("exact", "detached"),
         }
         for name, allowed in choices.items():

@@ -223,6 +223,20 @@ def prefix_kv(model: Any, ids: Any, positions: Any, *, grad: bool = True) -> lis
     return layers
 
 
+def _float_logits(model: Any, kwargs: dict[str, Any], keep: int) -> Any:
+    """The last ``keep`` positions' logits in float32: the LM head's projection itself runs in float32 when the
+    model's weights are not (rounding each logit to bfloat16 first would bias the log-probs); models whose head
+    scales or caps its logits keep their own head."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    config = getattr(model, "config", None)
+    own_head = any(getattr(config, k, None) not in (None, 1, 1.0) for k in ("final_logit_softcapping", "logit_scale"))
+    if head is None or head.weight.dtype == torch.float32 or own_head:
+        return model(**kwargs, use_cache=False, logits_to_keep=keep).logits.float()
+    hidden = model.get_decoder()(**kwargs, use_cache=False).last_hidden_state[:, -keep:]
+    bias = head.bias.float() if getattr(head, "bias", None) is not None else None
+    return torch.nn.functional.linear(hidden.float(), head.weight.float(), bias)
+
+
 def _cluster_forward(model: Any, prefix_model: Any, input_ids: Any, attention_mask: Any, cluster: PrefixCluster,
                      logits_to_keep: int, detached: bool, fused: bool, compute_entropy: bool,
                      temperature: float) -> tuple[Any, Any]:
@@ -249,8 +263,7 @@ def _cluster_forward(model: Any, prefix_model: Any, input_ids: Any, attention_ma
             logps = out.log_probs[:, -logits_to_keep:]
             ent = out.entropy[:, -logits_to_keep:] if compute_entropy else None
             return logps, ent
-        out = model(**kwargs, use_cache=False, logits_to_keep=logits_to_keep + 1)
-    logits = out.logits[:, :-1, :].float() / temperature
+        logits = _float_logits(model, kwargs, logits_to_keep + 1)[:, :-1, :] / temperature
     targets = suffix_ids[:, -logits_to_keep:]
     logp_all = torch.log_softmax(logits, dim=-1)
     logps = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
@@ -383,6 +396,7 @@ class SharedPrefixTrainerMixin:
 
     shared_prefix: bool = True
     prefix_grad: str = "exact"
+    lm_head: str = "fused"
     shared_prefix_min_tokens: int = 16
 
     def _sharing_applies(self, parent: Any, compute_aux_loss: bool, extra: dict[str, Any]) -> bool:
@@ -415,7 +429,8 @@ class SharedPrefixTrainerMixin:
         with accelerator.autocast():
             logps, ent = prefix_log_probs(
                 model, input_ids, attention_mask, logits_to_keep, clusters=clusters,
-                prefix_grad="detached" if detached else "exact", fused=True, compute_entropy=compute_entropy,
+                prefix_grad="detached" if detached else "exact", fused=self.lm_head != "full",
+                compute_entropy=compute_entropy, temperature=getattr(self, "temperature", 1.0),
                 prefix_model=accelerator.unwrap_model(model), plain=plain,
             )
         metrics = getattr(self, "_metrics", None)

@@ -177,8 +177,9 @@ def _skipping_trainer_class(base: type) -> type:
 def grpo_trainer_class(base: type | None = None) -> type:
     """trace-gym's ``GRPOTrainer``: shared-prefix loss (:mod:`~trace_gym.train.shared_prefix`) and all-masked batch skipping.
 
-    Instances take three extra attributes: ``shared_prefix`` (bool, default on),
-    ``prefix_grad`` (``"exact"``/``"detached"``) and ``shared_prefix_min_tokens``.
+    Instances take four extra attributes: ``shared_prefix`` (bool, default on),
+    ``prefix_grad`` (``"exact"``/``"detached"``), ``lm_head`` (``"fused"``/``"full"``) and
+    ``shared_prefix_min_tokens``.
     """
     from .shared_prefix import SharedPrefixTrainerMixin
 
@@ -411,6 +412,7 @@ def train(
         )
     trainer.shared_prefix = bool(cfg.shared_prefix)
     trainer.prefix_grad = cfg.prefix_grad
+    trainer.lm_head = cfg.lm_head
     from transformers.trainer_callback import PrinterCallback
 
     # every logged step goes to metrics.jsonl (and the progress line, when on), not to printed dicts on stdout
