@@ -218,19 +218,23 @@ def float_gguf(model_gguf: str | Path, out_path: str | Path, *, weight_type: str
     return _write_atomically(out_path, arch, fill)
 
 
-def _cached(cache_dir: str | Path, adapter_dir: Path, model_gguf: str | Path, tag: str) -> Path:
-    """Where the ``tag`` file made from ``adapter_dir`` for ``model_gguf`` is cached: keyed by the adapter's files'
-    size and modification time, so a retrained adapter gets a new file."""
-    stamp = "-".join(f"{p.stat().st_size}.{p.stat().st_mtime_ns}"
-                     for p in (adapter_dir / "adapter_config.json", adapter_dir / "adapter_model.safetensors") if p.is_file())
-    key = hashlib.sha256(f"{adapter_dir.resolve()}|{stamp}|{Path(model_gguf).resolve()}".encode()).hexdigest()[:16]
-    return Path(cache_dir) / f"{adapter_dir.name}-{key}.{tag}.gguf"
+def _cached(cache_dir: str | Path, stem: str, tag: str, sources: list[Path]) -> Path:
+    """Where the ``tag`` file made from ``sources`` is cached: keyed by their paths, sizes and modification times,
+    so a changed source (a retrained adapter) gets a new file."""
+    stamp = "|".join(f"{p.resolve()}:{p.stat().st_size}.{p.stat().st_mtime_ns}" for p in sources if p.is_file())
+    key = hashlib.sha256(stamp.encode()).hexdigest()[:16]
+    return Path(cache_dir) / f"{stem}-{key}.{tag}.gguf"
+
+
+def _adapter_sources(adapter_dir: Path, model_gguf: str | Path) -> list[Path]:
+    return [adapter_dir / "adapter_config.json", adapter_dir / "adapter_model.safetensors", Path(model_gguf)]
 
 
 def adapter_gguf(adapter_dir: str | Path, model_gguf: str | Path, cache_dir: str | Path) -> Path:
     """The LoRA GGUF of ``adapter_dir`` for ``model_gguf``, written once under ``cache_dir`` and reused while the
     adapter's weights and config are unchanged."""
-    out = _cached(cache_dir, Path(adapter_dir), model_gguf, "lora")
+    adapter_dir = Path(adapter_dir)
+    out = _cached(cache_dir, adapter_dir.name, "lora", _adapter_sources(adapter_dir, model_gguf))
     if not out.is_file():
         arch, heads, kv = gguf_attention_heads(model_gguf)
         write_lora_gguf(adapter_dir, out, architecture=arch, heads=heads, kv_heads=kv)
@@ -243,11 +247,9 @@ def cached_float_gguf(model_gguf: str | Path, cache_dir: str | Path, *, weight_t
     kind = float_type(weight_type).lower()
     model_gguf = Path(model_gguf)
     if adapter_dir is None:
-        st = model_gguf.stat()
-        key = hashlib.sha256(f"{model_gguf.resolve()}|{st.st_size}.{st.st_mtime_ns}".encode()).hexdigest()[:16]
-        out = Path(cache_dir) / f"{model_gguf.stem}-{key}.{kind}.gguf"
+        out = _cached(cache_dir, model_gguf.stem, kind, [model_gguf])
     else:
-        out = _cached(cache_dir, Path(adapter_dir), model_gguf, f"merged-{kind}")
+        out = _cached(cache_dir, Path(adapter_dir).name, f"merged-{kind}", _adapter_sources(Path(adapter_dir), model_gguf))
     if not out.is_file():
         float_gguf(model_gguf, out, weight_type=kind.upper(), adapter_dir=adapter_dir)
     return out
