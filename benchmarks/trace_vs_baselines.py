@@ -23,8 +23,8 @@ Presets
              SFT-only — 32 of their env's own reference episodes each (every fourth with a
              recovered tool error), 30 detached-prompt steps, no GRPO (at CPU budgets GRPO after
              such a warm start lowered the score, ``learning_cpu.py``), said in its note — and
-             a router whose index also holds the target's failed train episodes the analysis
-             labelled.  Base rollouts, calibration, tuning and demonstrations are all charged to
+             a router whose index holds 4 reference episodes of each adapter's env and the
+             target's failed train episodes the analysis labelled.  Base rollouts, calibration, tuning and demonstrations are all charged to
              TRACE's budget.  Every method starts from the same format warm start.  Reports mean
              similarity and perfect count overall and per category (and ``answerable``: the
              scenarios without insufficient information, where a refusal scores 0) with
@@ -102,7 +102,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                "max_completion_length": 512, "max_turns": 4, "lora_r": 8, "lora_alpha": 16, "learning_rate": 5e-5,
                "sft_max_steps": 30, "sft_learning_rate": 4e-4, "sft_prefix_grad": "detached", "sft_recover_every": 4,
                "gradient_checkpointing": False},
-        gepa_val=4, gepa_minibatch=2, base_tasks=24, base_samples=1, calib_seeds=2, calib_samples=2, routing_seeds=2,
+        gepa_val=4, gepa_minibatch=2, base_tasks=24, base_samples=1, calib_seeds=2, calib_samples=2, routing_seeds=4,
         band=[0.2, 0.6], tune_rounds=1, max_capabilities=2, batch_size=8, cap_warm_demos=32, trace_grpo_steps=0),
     "gpu": dict(
         target="trace/tau2-retail-v0", model="Qwen/Qwen2.5-7B-Instruct", budget=512, trials=4,

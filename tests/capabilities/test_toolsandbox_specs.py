@@ -74,13 +74,15 @@ def test_tools_schemas_and_prompt_are_toolsandboxs(toolsandbox_data, path):
     from trace_gym.toolsandbox.world import World
 
     env = CapabilityEnv(path)
-    _, info = env.reset(seed=0, options={"hint": False})
     names = env.cap_spec.tool_names
-    assert 2 <= len(names) <= 4  # a small model must be able to act on it
     expected = {s["function"]["name"]: s for s in ToolBox(World.from_tables({}), names).schemas()}
-    assert sorted(t["function"]["name"] for t in info["tools"]) == sorted(names)
-    for schema in info["tools"]:
-        assert schema == expected[schema["function"]["name"]]
+    for case in env.cap_spec.cases:  # each case offers its own tools (default: the spec's), in the spec's order
+        _, info = env.reset(seed=_seed_for(env, case["name"]), options={"hint": False, "case": case["name"]})
+        offered = [t["function"]["name"] for t in info["tools"]]
+        assert 2 <= len(offered) <= 4  # a small model must be able to act on it, as on ToolSandbox's own scenarios
+        assert offered == [n for n in names if n in case.get("tools", names)]
+        for schema in info["tools"]:
+            assert schema == expected[schema["function"]["name"]]
     system = info["messages"][0]["content"]
     prompts = {s.agent_system_prompt for s in load_scenarios().values()}
     assert system in prompts  # ToolSandbox's own framing, nothing appended without a hint
@@ -238,6 +240,45 @@ def test_multiple_tool_calls_credit_each_lookup(env_of):
     assert _score(env, seed, ref, "forward_last_message") == 1.0
 
 
+def test_the_chains_span_contacts_reminders_and_dates(env_of):
+    env = env_of("cap-ts-multiple-tool-call")
+    for case in ("update_number", "delete_reminder", "days_until_holiday"):
+        seed = _seed_for(env, case)
+        ref = env.reference_actions()
+        partial = [_score(env, seed, ref[:k], case) for k in range(len(ref) + 1)]
+        assert partial == sorted(partial) and partial[0] == 0.0 < partial[-2] and partial[-1] == 1.0, (case, partial)
+
+
+def test_a_tool_of_another_case_is_not_offered_and_changes_nothing(env_of):
+    env = env_of("cap-ts-multiple-tool-call")
+    seed = _seed_for(env, "delete_reminder")
+    _, info = env.reset(seed=seed, options={"case": "delete_reminder"})
+    assert [t["function"]["name"] for t in info["tools"]] == ["search_reminder", "remove_reminder"]
+    before = env.state_fingerprint()
+    obs, r, term, trunc, info = env.step(call("modify_contact", person_id="x", phone_number="+14155550134"))
+    assert env.state_fingerprint() == before and not term and "modify_contact" in obs
+    assert info.get("tool_errors"), info
+
+
+def test_holidays_are_the_days_search_holiday_and_timestamp_diff_give():
+    import datetime as dt
+    import random
+
+    from trace_gym.capabilities.synthdb.toolsandbox import generate_toolsandbox_world
+    from trace_gym.toolsandbox.tools.holidays import find_holiday
+
+    for seed in range(30):
+        world = generate_toolsandbox_world(random.Random(seed))
+        now = world["clock"]["now"]["timestamp"]
+        assert world["holidays"], seed
+        for h in world["holidays"]:
+            day = find_holiday(h["name"], h["year"])
+            assert dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp() == h["timestamp"] > now
+            assert h["days"] == dt.timedelta(seconds=h["timestamp"] - now).days  # timestamp_diff's days
+    a, b = generate_toolsandbox_world(random.Random(3)), generate_toolsandbox_world(random.Random(3), reminders=3)
+    assert a == b  # computed from the clock alone
+
+
 # ------------------------------------------------------------------ no action raises, rejected calls change nothing
 @pytest.mark.parametrize("stem", [p.stem for p in TS_SPECS])
 def test_no_action_raises_and_rejected_calls_change_nothing(env_of, stem):
@@ -284,6 +325,17 @@ def test_a_tool_the_world_does_not_have_is_rejected(toolsandbox_data):
     doc = _doc()
     doc["cases"][0]["reference"].insert(0, {"call": "get_wifi_status", "args": {}})  # a real tool, not exposed
     assert _rejected(doc).where == "cases[0].reference[0].call"
+
+
+def test_a_case_offers_only_tools_of_its_spec_and_uses_only_those():
+    doc = _doc("cap-ts-multiple-tool-call")
+    doc["cases"][0]["tools"] = ["search_contacts", "get_wifi_status"]  # a real tool the spec does not list
+    err = _rejected(doc)
+    assert err.where == "cases[0].tools[1]" and "get_wifi_status" in err.problem
+    doc = _doc("cap-ts-multiple-tool-call")
+    doc["cases"][0]["tools"] = ["search_contacts", "search_messages"]  # its reference sends a message
+    err = _rejected(doc)
+    assert err.where.startswith("cases[0].") and "send_message_with_phone_number" in err.problem, err
 
 
 @pytest.mark.parametrize("change, where", [
@@ -339,9 +391,8 @@ def test_task_source_serves_scenario_seeds(env_of):
     ids = tasks.task_ids("train")[:3]
     for task_id in ids:
         gold = tasks.gold(task_id)
-        assert gold.actions and gold.actions[-1]["name"] == "send_message_with_phone_number"
-        assert "send_message_with_phone_number" in gold.write_tools
-        assert tasks.group(task_id) in {"share_number", "forward_last_message"}
+        assert gold.actions
+        assert tasks.group(task_id) in {c["name"] for c in env.cap_spec.cases}
         obs_a, _ = env.reset(seed=99, options=tasks.reset_options(task_id))
         obs_b, info = env.reset(seed=int(task_id))
         assert obs_a == obs_b and tasks.task_id_of(info) == task_id

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core.env import Episode, ToolEnv
 from ..core.toolcalls import format_tool_call
-from ..core.tools import ToolResult
+from ..core.tools import ToolResult, ToolSet
 from .domain import copy_db
 from .domains import DomainBackend, get_domain
 from .rewards import EpisodeLog, evaluate_rewards
@@ -96,6 +96,10 @@ class CapabilityEnv(ToolEnv):
         self.verify_reference = verify_reference
         self._domain = get_domain(self.cap_spec.domain)  # the domain answers for tools, data, backend, prompt
         self._domain_tools = self._domain.tools(self.cap_spec.tool_names)
+        # a case that names its tools offers only those (the spec's order); the others offer every tool
+        every = self._domain_tools.toolset
+        self._case_tools = {c["name"]: ToolSet(t for t in every if t.name in c["tools"])
+                            for c in self.cap_spec.cases if "tools" in c}
         self._backend: DomainBackend | None = None
         self._policy = self._domain.system_prompt()
         self._seed: int | None = None
@@ -151,7 +155,8 @@ class CapabilityEnv(ToolEnv):
             "difficulty": dict(knobs),
             "seed": self._seed,
         }
-        return Episode(system_prompt=prompt, tools=self._domain_tools.toolset, messages=[opening], info=info)
+        tools = self._case_tools.get(scenario.name, self._domain_tools.toolset)
+        return Episode(system_prompt=prompt, tools=tools, messages=[opening], info=info)
 
     def _hint_fraction(self, knobs: dict[str, float]) -> float:
         if self._fixed_hint_fraction is not None:

@@ -253,7 +253,7 @@ def _check(doc: dict[str, Any], src: str) -> None:
     for i, t in enumerate(doc["tools"]):
         if t not in known:
             raise SpecError(src, f"tools[{i}]", f"unknown {domain} tool {t!r}; expected one of {known}")
-    exposed = set(doc["tools"])
+    exposed_all = set(doc["tools"])
     knobs = doc.get("difficulty", {})
     for name, k in knobs.items():
         if not k["min"] <= k["default"] <= k["max"]:
@@ -300,6 +300,10 @@ def _check(doc: dict[str, Any], src: str) -> None:
         for key in ("opening", "user", "hint", "reference", "unauthorized"):
             if key in c:
                 _check_placeholders(c[key], roots, src, f"{base}.{key}")
+        for k, t in enumerate(c.get("tools", [])):
+            if t not in exposed_all:
+                raise SpecError(src, f"{base}.tools[{k}]", f"one of the spec's tools {doc['tools']}, got {t!r}")
+        exposed = set(c.get("tools", doc["tools"]))  # what this case's episodes offer
         for j, step in enumerate(c["reference"]):
             if "call" in step and step["call"] not in exposed:
                 raise SpecError(src, f"{base}.reference[{j}].call", f"one of the exposed tools {sorted(exposed)}, got {step['call']!r}")

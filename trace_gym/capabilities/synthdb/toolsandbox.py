@@ -17,7 +17,11 @@ Scenario material that is not part of the world (slots draw from it like from a 
   ``calendar``) with the ``phrase`` and the canonical ``timestamp`` (UTC, like the tools);
 * ``notes`` — short texts (``kind``: ``message`` or ``reminder``);
 * ``numbers`` — phone numbers that are in no contact, as ``e164`` and as a person writes
-  them (``display``, e.g. ``(415) 555-0134``).
+  them (``display``, e.g. ``(415) 555-0134``);
+* ``holidays`` — the next occurrence of each US federal holiday (``search_holiday``'s calendar):
+  ``name`` (as a person says it), ``year``, the midnight ``timestamp`` the tool returns for that
+  name and ``days`` from now to it as ``timestamp_diff`` counts them.  Computed from the clock alone (no draws), so adding it left
+  every other table of a seed unchanged.
 
 :data:`SIZES` gives each keyword's range; the spec loader rejects a size (or a knob that
 sets it) outside it.
@@ -44,6 +48,7 @@ MATERIAL_FIELDS: dict[str, tuple[str, ...]] = {
     "times": ("id", "kind", "phrase", "year", "month", "day", "hour", "minute", "second", "timestamp"),
     "notes": ("id", "kind", "text"),
     "numbers": ("e164", "display"),
+    "holidays": ("id", "name", "year", "timestamp", "days"),
 }
 RELATIONSHIPS = ("friend", "family", "coworker", "boss", "neighbor", "classmate")
 # fields with a fixed set of values (a spec's literal ``where`` on them must name one)
@@ -71,6 +76,8 @@ _PLACES = [(39.7392, -104.9903), (30.2672, -97.7431), (47.6062, -122.3321), (41.
            (33.4484, -112.074), (40.7128, -74.006), (39.9612, -82.9988)]
 _MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
            "November", "December"]
+# a holiday's name as a person says it, where the calendar's name would find another holiday
+_SPOKEN = {"Juneteenth National Independence Day": "Juneteenth"}
 _WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 
@@ -118,6 +125,24 @@ def _times(rng: random.Random, now: _dt.datetime) -> list[dict[str, Any]]:
         year = f", {at.year}" if at.year != now.year else ""
         out.append(_moment("calendar", i, at, f"on {_MONTHS[at.month - 1]} {at.day}{year} at {_clock12(at.hour, at.minute)}"))
     return out
+
+
+def _holidays(now: _dt.datetime) -> list[dict[str, Any]]:
+    """The next occurrence (after ``now``) of each holiday that ``search_holiday`` finds by its spoken name."""
+    from ...toolsandbox.tools.holidays import find_holiday, us_holidays
+
+    out: dict[str, dict[str, Any]] = {}
+    for year in (now.year, now.year + 1):
+        for date, name in us_holidays(year):
+            spoken = _SPOKEN.get(name, name)
+            day = find_holiday(spoken, year)
+            if "(observed)" in name or spoken in out or day != date:  # left out: where the tool answers another day
+                continue                                               # (an observed day later in the year wins a tie)
+            at = _dt.datetime(day.year, day.month, day.day, tzinfo=_dt.UTC)
+            if at > now:
+                out[spoken] = {"id": f"holiday_{len(out)}", "name": spoken, "year": year, "timestamp": at.timestamp(),
+                               "days": (at - now).days}
+    return sorted(out.values(), key=lambda h: h["timestamp"])
 
 
 def generate_toolsandbox_world(
@@ -179,7 +204,8 @@ def generate_toolsandbox_world(
              "hour": now.hour, "minute": now.minute, "weekday": _WEEKDAYS[now.weekday()],
              "date": f"{_WEEKDAYS[now.weekday()]}, {_MONTHS[now.month - 1]} {now.day}, {now.year}"}
     return {"settings": {"device": device}, "contacts": people, "messages": rows, "reminders": reminder_rows,
-            "clock": {"now": clock}, "times": _times(rng, now), "notes": notes, "numbers": numbers}
+            "clock": {"now": clock}, "times": _times(rng, now), "notes": notes, "numbers": numbers,
+            "holidays": _holidays(now)}
 
 
 assert len(FIRST_NAMES) * len(LAST_NAMES) > SIZES["contacts"][1] + SIZES["similar_names"][1] + 1
