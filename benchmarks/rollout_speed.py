@@ -17,8 +17,10 @@ Every part runs once per code version, each in its own process: this tree and ``
 with the llama.cpp backend as it runs by default (``LlamaCppPolicy`` on a float copy of
 SmolLM2's GGUF, the adapter merged into it); ``llamacpp-file``: the same on the GGUF's own
 Q4_1 weights with the adapter as a llama.cpp LoRA (both: their limit is llama.cpp's own
-batched decode loop on the same weights; no GRPO part; measured when ``llama-cpp-python``
-is installed); and ``head-fast``: this tree's GRPO
+batched decode loop on the same weights; measured when ``llama-cpp-python`` is installed;
+``llamacpp``'s GRPO part is head-fast's with ``backend=llamacpp``: the episodes are sampled in
+llama.cpp on the float copy with the trained LoRA loaded at every step, the loss and update
+stay in torch); and ``head-fast``: this tree's GRPO
 part with the training settings of ``--fast-train`` (default
 ``dtype=bfloat16,gradient_checkpointing=false,lm_head=full``: bf16 weights, which CPUs with
 AVX512-BF16 multiply natively, no recomputation in the backward pass, and the loss's log-probs
@@ -341,6 +343,8 @@ def run_part(version: str, code: Path, part: str, a: argparse.Namespace, out: Pa
            "--grpo-steps", str(a.grpo_steps), "--scratch", str(out / f"grpo-{version}")]
     if version == FAST:
         cmd += ["--train-extra", json.dumps(a.fast_settings)]
+    elif version == LLAMACPP and part == "grpo":  # head-fast's settings, sampling in llama.cpp
+        cmd += ["--train-extra", json.dumps({**a.fast_settings, "backend": "llamacpp"})]
     from trace_gym.datadirs import toolsandbox_data_dir
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1",
@@ -450,14 +454,16 @@ def report(res: dict[tuple[str, str], dict[str, Any]], a: argparse.Namespace) ->
             return statistics.mean(lengths) if lengths else float("nan")
 
         keys = ("total_s", "sampling_s", "env_s", "loss_s", "optimizer_s")
-        names = {base: base, head: "this tree", FAST: f"this tree, {','.join(f'{k}={v}' for k, v in a.fast_settings.items())}"}
+        fast = ','.join(f'{k}={v}' for k, v in a.fast_settings.items())
+        names = {base: base, head: "this tree", FAST: f"this tree, {fast}",
+                 LLAMACPP: f"this tree, {fast}, sampling in llama.cpp (backend=llamacpp)"}
         b = mean(res[(base, "grpo")], "total_s")
         b_tok = b / tokens(base)
         rows = [[names[v]] + [f"{mean(res[(v, 'grpo')], k):.1f}" for k in keys]
                 + [f"{b / mean(res[(v, 'grpo')], 'total_s'):.1f}×", f"{tokens(v):.0f}",
                    f"{1000 * mean(res[(v, 'grpo')], 'total_s') / tokens(v):.1f}",
                    f"{b_tok / (mean(res[(v, 'grpo')], 'total_s') / tokens(v)):.1f}×"]
-                for v in (base, head, FAST) if (v, "grpo") in res]
+                for v in (base, head, FAST, LLAMACPP) if (v, "grpo") in res]
         out.append(f"\nOne GRPO step (G = 4, {GRPO_ENV}), mean of {a.grpo_steps} steps, seconds; speed-up against "
                    f"{base}, per step and per completion token (the versions sample different episodes once their "
                    "draws differ, so a step's work differs too):\n")
@@ -512,9 +518,9 @@ def main() -> int:
     res: dict[tuple[str, str], dict[str, Any]] = {}
     for part in parts:
         for version, code in versions.items():
-            if ((part == "limit" and version == a.baseline) or (part == "grpo" and version in ENGINES)
+            if ((part == "limit" and version == a.baseline) or (part == "grpo" and version == LLAMACPP_FILE)
                     or (version == FAST and part != "grpo")):
-                continue  # the model's own speed: one measurement per engine; GRPO trains with transformers;
+                continue  # the model's own speed: one measurement per engine; GRPO samples on float weights;
                 # head-fast differs from head only in its training settings
             stored = out / f"{version}-{part}.json"
             if version in run_now:

@@ -261,3 +261,84 @@ def test_without_llama_cpp_the_spec_says_how_to_install_it(monkeypatch):
         policy_from_spec("llamacpp:smollm2")
     with pytest.raises(ValueError, match="weights must be one of auto, file, bf16, f16, f32"):
         policy_from_spec("llamacpp:smollm2@q4_1")
+
+
+# ----------------------------------------------------------------------------- GRPO sampling in llama.cpp
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_peft_model_in_memory_writes_the_gguf_its_saved_folder_writes(tmp_path, dtype):
+    model, _ = tiny_test_model(seed=0)
+    pm = _adapter(tmp_path / "a", model.to(dtype))
+    a = write_lora_gguf(tmp_path / "a", tmp_path / "folder.gguf", architecture="llama", heads=4, kv_heads=2)
+    b = write_lora_gguf(pm, tmp_path / "memory.gguf", architecture="llama", heads=4, kv_heads=2)
+    ra, rb = gguf.GGUFReader(str(a)), gguf.GGUFReader(str(b))
+    assert [t.name for t in ra.tensors] == [t.name for t in rb.tensors]
+    for x, y in zip(ra.tensors, rb.tensors, strict=True):
+        np.testing.assert_array_equal(np.array(x.data), np.array(y.data))
+
+
+def test_grpo_samples_in_llama_cpp_from_the_adapter_as_it_is_now(smollm2, tmp_path):
+    """``backend=llamacpp``: every call loads the trained LoRA as it is then (the previous one freed), the logits
+    follow the PEFT model's, and a sampled turn keeps its end-of-turn token."""
+    from types import SimpleNamespace
+
+    from accelerate import Accelerator
+
+    from trace_gym.policies.hf_models import smollm2_gguf_path
+    from trace_gym.train.generation import llamacpp_generate_fn
+
+    model, tok = smollm2
+    pm = _strong_adapter(tmp_path / "a", model, r=8)
+    trainer = SimpleNamespace(accelerator=Accelerator(cpu=True), model=pm, processing_class=tok,
+                              args=SimpleNamespace(per_device_train_batch_size=2), eos_token_ids=[tok.eos_token_id],
+                              temperature=1.0, top_k=0, top_p=1.0, min_p=None)
+    text = tok.apply_chat_template(PROMPT, tokenize=False, add_generation_prompt=True)
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+
+    def llama_logits(generate):
+        seen = []
+        generate.engine.decode([ids], max_new_tokens=[1], pick=lambda lg, idx: seen.append(lg.clone()) or lg.argmax(-1),
+                               stop=SimpleNamespace(add=lambda produced, tok, limit, **kw: produced.append(tok) or True))
+        for slot in generate.engine.slots:  # from scratch each time (float weights round a reused prefix differently)
+            slot.tokens = []
+        return seen[0][0]
+
+    try:
+        first = llamacpp_generate_fn(trainer, smollm2_gguf_path())
+        cos = torch.nn.functional.cosine_similarity
+        assert cos(llama_logits(first), _next_logits_hf(pm, tok, text), dim=0) > 0.999
+        with torch.no_grad():  # an optimizer step moves the adapter
+            for name, p in pm.named_parameters():
+                if "lora_B" in name:
+                    p.add_(0.05 * torch.randn_like(p))
+        now = _next_logits_hf(pm, tok, text)
+        second = llamacpp_generate_fn(trainer, smollm2_gguf_path())
+        assert second.engine is first.engine and list(second.engine._adapters) == ["step-1"]  # step-0 was freed
+        assert cos(llama_logits(second), now, dim=0) > 0.999
+        torch.manual_seed(0)
+        out = second([ids, ids], [40, 3])
+        assert len(out[1]) <= 3 and all(t < second.engine.n_vocab for row in out for t in row)
+        stops = set(trainer.eos_token_ids)
+        assert all(t not in stops for row in out for t in row[:-1])  # an end-of-turn token ends the turn, kept
+    finally:
+        trainer._trace_gym_llamacpp["engine"].close()
+        pm.unload()
+
+
+def test_backend_llamacpp_says_what_it_needs(monkeypatch, tmp_path):
+    import sys
+
+    from trace_gym.train.config import ConfigError, TrainConfig
+    from trace_gym.train.trainer import _llamacpp_sampler
+
+    with pytest.raises(ConfigError, match="sampler_gguf is for backend=llamacpp"):
+        TrainConfig(model="smollm2", sampler_gguf="x.gguf").validate()
+    cfg = TrainConfig(model="tiny", backend="llamacpp").validate()
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as on a machine without the package
+    with pytest.raises(ModelUnavailableError, match=r"pip install 'trace-gym\[llamacpp\]'"):
+        _llamacpp_sampler(cfg)
+    monkeypatch.undo()
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    with pytest.raises(ValueError, match="set sampler_gguf=PATH"):
+        _llamacpp_sampler(cfg)
+    with pytest.raises(FileNotFoundError, match="no GGUF file at"):
+        _llamacpp_sampler(TrainConfig(model="tiny", backend="llamacpp", sampler_gguf=str(tmp_path / "no.gguf")))

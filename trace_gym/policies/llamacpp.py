@@ -123,6 +123,18 @@ class LlamaCppEngine:
             raise ValueError(f"adapter {name!r} ({lora_gguf}) does not fit the model {self.model_path.name}")
         self._adapters[name] = handle
 
+    def unload_adapter(self, name: str) -> None:
+        """Free adapter ``name`` (the plain model takes over if it was in use); unknown names are ignored."""
+        handle = self._adapters.pop(name, None)
+        if handle is None:
+            return
+        if self.active == name:
+            self.use(None)
+        for slot in self.slots:  # its keys and values are of weights no longer loaded
+            if slot.adapter == name:
+                slot.tokens, slot.adapter = [], None
+        self._lib.llama_adapter_lora_free(handle)
+
     def use(self, name: str | None) -> None:
         """Apply adapter ``name`` (``None``: the plain model) to every later decode."""
         if name == self.active:
@@ -175,18 +187,19 @@ class LlamaCppEngine:
         return picks
 
     def decode(self, rows: Sequence[Sequence[int]], *, max_new_tokens: Sequence[int], pick: Callable[[Any, list[int]], Any],
-               stop: StopRule, stats: DecodeStats | None = None) -> list[list[int]]:
+               stop: StopRule, stats: DecodeStats | None = None, keep_stop_token: bool = False) -> list[list[int]]:
         """Continue ``rows`` as :func:`~trace_gym.policies.decoding.decode_rows` does (``pick(logits, idx)`` maps the
-        logits of rows ``idx`` to one token each; ``stop`` ends a row, its end-of-turn token left out)."""
+        logits of rows ``idx`` to one token each; ``stop`` ends a row, its end-of-turn token left out unless
+        ``keep_stop_token``)."""
         out: list[list[int]] = []
         n = len(self.slots)
         for start in range(0, len(rows), n):
             out.extend(self._decode_chunk([list(r) for r in rows[start: start + n]], list(max_new_tokens[start: start + n]),
-                                          pick, stop, stats))
+                                          pick, stop, stats, keep_stop_token))
         return out
 
     def _decode_chunk(self, rows: list[list[int]], limits: list[int], pick: Callable[[Any, list[int]], Any], stop: StopRule,
-                      stats: DecodeStats | None) -> list[list[int]]:
+                      stats: DecodeStats | None, keep_stop_token: bool = False) -> list[list[int]]:
         import numpy as np
         import torch
 
@@ -215,7 +228,7 @@ class LlamaCppEngine:
         while live:
             toks = [int(t) for t in pick(torch.from_numpy(current), live).tolist()]
             for i, tok in zip(live, toks, strict=True):
-                finished[i] = stop.add(produced[i], tok, limits[i], stats=stats)
+                finished[i] = stop.add(produced[i], tok, limits[i], keep_stop_token=keep_stop_token, stats=stats)
             live = [i for i in live if not finished[i]]
             if not live:
                 break

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["FLOAT_TYPES", "adapter_gguf", "cached_float_gguf", "float_gguf", "float_type", "gguf_attention_heads",
-           "read_lora", "write_lora_gguf"]
+           "model_lora", "read_lora", "write_lora_gguf"]
 
 _PROJ = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
          "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
@@ -68,33 +68,48 @@ def read_lora(adapter_dir: str | Path) -> tuple[float, int, dict[tuple[int, str]
     """``(alpha, r, {(layer, module): {"A": r x in, "B": out x r}})`` of the PEFT adapter in ``adapter_dir``
     (float32 numpy), ``alpha`` as llama.cpp scales it (``alpha / r``); :class:`ValueError` names what llama.cpp
     cannot apply."""
-    import numpy as np
     from safetensors.numpy import load_file
 
     adapter_dir = Path(adapter_dir)
     cfg_path, weights_path = adapter_dir / "adapter_config.json", adapter_dir / "adapter_model.safetensors"
     if not cfg_path.is_file() or not weights_path.is_file():
         raise ValueError(f"{adapter_dir} is not a PEFT adapter folder (adapter_config.json and adapter_model.safetensors)")
-    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    if cfg.get("peft_type", "LORA") != "LORA":
-        raise ValueError(f"{adapter_dir}: a {cfg.get('peft_type')} adapter, not LoRA")
+    return _lora(json.loads(cfg_path.read_text(encoding="utf-8")), load_file(str(weights_path)), str(adapter_dir))
+
+
+def model_lora(peft_model: Any) -> tuple[float, int, dict[tuple[int, str], dict[str, Any]]]:
+    """:func:`read_lora` of a PEFT model's active adapter as it is in memory (any dtype; nothing written)."""
+    import torch
+    from peft import get_peft_model_state_dict
+
+    name = peft_model.active_adapter
+    cfg = peft_model.peft_config[name].to_dict()
+    with torch.no_grad():
+        tensors = {k: v.detach().float().cpu().numpy() for k, v in get_peft_model_state_dict(peft_model, adapter_name=name).items()}
+    return _lora(cfg, tensors, f"adapter {name!r}")
+
+
+def _lora(cfg: dict[str, Any], tensors: dict[str, Any], where: str) -> tuple[float, int, dict[tuple[int, str], dict[str, Any]]]:
+    import numpy as np
+
+    if str(cfg.get("peft_type", "LORA")).split(".")[-1] != "LORA":
+        raise ValueError(f"{where}: a {cfg.get('peft_type')} adapter, not LoRA")
     blocked = [k for k in ("use_dora", "modules_to_save", "rank_pattern", "alpha_pattern") if cfg.get(k)]
     if blocked:
-        raise ValueError(f"{adapter_dir}: llama.cpp cannot apply this adapter as a LoRA GGUF ({', '.join(blocked)} set)")
+        raise ValueError(f"{where}: llama.cpp cannot apply this adapter as a LoRA GGUF ({', '.join(blocked)} set)")
     r, alpha = int(cfg["r"]), float(cfg.get("lora_alpha") or cfg["r"])
     if cfg.get("use_rslora"):
         alpha = alpha * math.sqrt(r)  # llama.cpp scales by alpha / r; PEFT's rank-stabilised LoRA by alpha / sqrt(r)
-    tensors = load_file(str(weights_path))
     pairs: dict[tuple[int, str], dict[str, Any]] = {}
     for key, value in tensors.items():
         m = _KEY.search(key)
         if m is None:
-            raise ValueError(f"{adapter_dir}: tensor {key!r} has no place in a llama.cpp LoRA (embeddings, head or "
+            raise ValueError(f"{where}: tensor {key!r} has no place in a llama.cpp LoRA (embeddings, head or "
                              "an unknown module)")
         pairs.setdefault((int(m.group(1)), m.group(2)), {})[m.group(3)] = value.astype(np.float32)
     for (layer, module), ab in sorted(pairs.items()):
         if set(ab) != {"A", "B"}:
-            raise ValueError(f"{adapter_dir}: layer {layer} {module} has lora_{''.join(ab)} only")
+            raise ValueError(f"{where}: layer {layer} {module} has lora_{''.join(ab)} only")
     return alpha, r, pairs
 
 
@@ -130,11 +145,12 @@ def _delta(ab: dict[str, Any], module: str, heads: int, kv_heads: int) -> tuple[
     return a, b
 
 
-def write_lora_gguf(adapter_dir: str | Path, out_path: str | Path, *, architecture: str, heads: int, kv_heads: int) -> Path:
-    """Write the PEFT adapter in ``adapter_dir`` as a llama.cpp LoRA GGUF at ``out_path`` (atomically)."""
+def write_lora_gguf(adapter: str | Path | Any, out_path: str | Path, *, architecture: str, heads: int, kv_heads: int) -> Path:
+    """Write a PEFT adapter as a llama.cpp LoRA GGUF at ``out_path`` (atomically): ``adapter`` is an adapter folder
+    or a PEFT model (its active adapter as it is in memory)."""
     import numpy as np
 
-    alpha, _, pairs = read_lora(adapter_dir)
+    alpha, _, pairs = model_lora(adapter) if hasattr(adapter, "peft_config") else read_lora(adapter)
 
     def fill(writer: Any) -> None:
         writer.add_string("general.type", "adapter")

@@ -106,7 +106,10 @@ class TrainConfig:
     sft_recover_every: int = 0
 
     # Back end.
-    backend: str = "auto"  # auto | transformers | vllm
+    # auto | transformers | vllm | llamacpp.  llamacpp: GRPO samples in llama.cpp (a float copy of sampler_gguf with the
+    # trained LoRA loaded at every step; needs llama-cpp-python); the loss and the update stay in torch.
+    backend: str = "auto"
+    sampler_gguf: str | None = None  # the trained model's GGUF for backend=llamacpp (default: smollm2's own)
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     device: str = "auto"  # auto | cpu | cuda
     # None: on for CPU (a 5k-token GRPO backward of SmolLM2-135M needs >24 GB without it), off on GPU.
@@ -180,7 +183,7 @@ class TrainConfig:
             "tools_in_prompt": ("auto", "template", "system", "none"),
             "tool_listing": ("compact", "json"),
             "tool_format": ("auto", "hermes", "smollm2"),
-            "backend": ("auto", "transformers", "vllm"),
+            "backend": ("auto", "transformers", "vllm", "llamacpp"),
             "dtype": ("auto", "float32", "bfloat16", "float16"),
             "device": ("auto", "cpu", "cuda"),
             "scale_rewards": ("group", "batch", "none"),
@@ -188,6 +191,8 @@ class TrainConfig:
             "lm_head": ("fused", "full"),
             "sft_prefix_grad": ("exact", "detached"),
         }
+        if self.sampler_gguf is not None and self.backend != "llamacpp":
+            problems.append(f"sampler_gguf is for backend=llamacpp, got backend={self.backend!r}")
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 problems.append(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")

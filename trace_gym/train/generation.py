@@ -1,4 +1,5 @@
-"""Sampling back ends for the rollout function: trace-gym's decoding loop, transformers ``generate``, or TRL's vLLM helper.
+"""Sampling back ends for the rollout function: trace-gym's decoding loop, transformers ``generate``, llama.cpp, or
+TRL's vLLM helper.
 
 Each takes the token ids of several partial episodes and a token limit (one for all, or
 one per episode: the room its context has left) and returns the ids each one sampled
@@ -9,9 +10,11 @@ itself is kept, as the loss must learn to stop).
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
-__all__ = ["fast_sampling", "sampler_model", "stop_token_ids", "transformers_generate_fn", "vllm_generate_fn"]
+__all__ = ["fast_sampling", "llamacpp_generate_fn", "sampler_model", "stop_token_ids", "transformers_generate_fn",
+           "vllm_generate_fn"]
 
 
 def stop_token_ids(trainer: Any) -> list[int]:
@@ -227,6 +230,71 @@ def _store_rows(store: Any, model: Any, prompts: list[list[int]], new: list[list
         rows.append(list(p) + list(out[:g]))
         columns.append(range(width - len(p), width + g))
     store.store_batch(model, rows, cache, columns)
+
+
+def llamacpp_generate_fn(trainer: Any, model_gguf: str | Path, *, stop_strings: tuple[str, ...] = (),
+                         weight_type: str = "auto"):
+    """A ``GenerateFn`` that samples in llama.cpp from the trainer's current policy.
+
+    ``model_gguf`` is the GGUF the trained model was loaded from (its weights, its
+    vocabulary).  llama.cpp runs a float copy of it (``weight_type``, as
+    :class:`~trace_gym.policies.llamacpp.LlamaCppPolicy`; made once and cached), one
+    engine per trainer with a slot per episode of a step; at every call the trained LoRA is
+    written as a llama.cpp LoRA GGUF and loaded in place of the previous one, so each batch
+    of rollouts samples from the current weights.  Tokens are drawn from the llama.cpp
+    logits by the same sampler as :func:`transformers_generate_fn` (the trainer's
+    temperature, top-k, top-p and min-p, torch's global generator); a turn stops at an
+    end-of-turn token (kept: the loss learns to stop) or right after one of
+    ``stop_strings``.  The sampler's logits are the trained model's up to float rounding
+    (bfloat16 weights, llama.cpp's kernels): the episodes are on-policy to that precision,
+    with no importance correction.  Errors: :class:`~trace_gym.policies.base.ModelUnavailableError`
+    without ``llama-cpp-python`` or the file; :class:`ValueError` for a model whose trained
+    parameters llama.cpp cannot apply as a LoRA (trained embeddings, head or whole modules).
+    """
+    import tempfile
+
+    from ..policies.decoding import DecodeStats, StopRule, pick_tokens
+    from ..policies.hf_models import model_cache_dir
+    from ..policies.llamacpp import LlamaCppEngine
+    from ..policies.lora_gguf import cached_float_gguf, gguf_attention_heads, write_lora_gguf
+
+    model_gguf = Path(model_gguf)
+    tok = trainer.processing_class
+    stops = stop_token_ids(trainer)
+    rule = StopRule(tok, stops, stop_strings)
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    batch = int(trainer.args.per_device_train_batch_size)
+    state = getattr(trainer, "_trace_gym_llamacpp", None)
+    if state is None or state["source"] != model_gguf or len(state["engine"].slots) < batch:
+        if state is not None:
+            state["engine"].close()
+        path = cached_float_gguf(model_gguf, model_cache_dir() / "llamacpp", weight_type=weight_type)
+        state = {"source": model_gguf, "engine": LlamaCppEngine(path, slots=batch), "calls": 0,
+                 "heads": gguf_attention_heads(model_gguf), "stats": DecodeStats()}
+        trainer._trace_gym_llamacpp = state
+    engine = state["engine"]
+    if hasattr(model, "peft_config"):  # the trained LoRA as it is now, in place of the last one
+        arch, heads, kv_heads = state["heads"]
+        previous = engine.active
+        name = f"step-{state['calls']}"
+        with tempfile.TemporaryDirectory(prefix="trace-gym-lora-") as tmp:
+            lora = write_lora_gguf(model, Path(tmp) / "lora.gguf", architecture=arch, heads=heads, kv_heads=kv_heads)
+            engine.load_adapter(name, lora)  # llama.cpp reads the tensors in; the file may go
+        engine.use(name)
+        if previous is not None:
+            engine.unload_adapter(previous)
+    state["calls"] += 1
+    settings = {"temperature": float(getattr(trainer, "temperature", 1.0) or 1.0),
+                "top_k": int(getattr(trainer, "top_k", 0) or 0), "top_p": float(getattr(trainer, "top_p", 1.0) or 1.0),
+                "min_p": getattr(trainer, "min_p", None)}
+
+    def generate(prompts: list[list[int]], max_new_tokens: int | list[int]) -> list[list[int]]:
+        limits = _limits(max_new_tokens, len(prompts))
+        return engine.decode(prompts, max_new_tokens=limits, pick=lambda logits, idx: pick_tokens(logits, **settings),
+                             stop=rule, stats=state["stats"], keep_stop_token=True)
+
+    generate.engine = engine  # type: ignore[attr-defined]
+    return generate
 
 
 def vllm_generate_fn(trainer: Any):

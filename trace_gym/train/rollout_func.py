@@ -105,7 +105,9 @@ class EnvRolloutFunc:
     ``env_factory`` makes a fresh env instance (e.g. ``lambda: gym.make(ENV_ID).unwrapped``).
     ``generate`` overrides the sampling back end (by default: vLLM when the trainer
     uses it, else transformers ``generate`` on the trainer's model, reusing the
-    keys and values of the prefix the episodes share unless ``prefix_cache`` is off).
+    keys and values of the prefix the episodes share unless ``prefix_cache`` is off);
+    ``sampler(trainer, stop_strings)`` makes the back end afresh at every call instead
+    (e.g. :func:`~trace_gym.train.generation.llamacpp_generate_fn`).
     """
 
     def __init__(
@@ -129,6 +131,7 @@ class EnvRolloutFunc:
         generate: GenerateFn | None = None,
         prefix_cache: bool = True,
         lookahead: int = 8,
+        sampler: Callable[[Any, tuple[str, ...]], GenerateFn] | None = None,
     ):
         if num_generations < 1:
             raise ValueError("num_generations must be >= 1")
@@ -150,6 +153,7 @@ class EnvRolloutFunc:
         self.generate = generate
         self.prefix_cache = bool(prefix_cache)
         self.lookahead = int(lookahead)
+        self.sampler = sampler  # (trainer, stop strings) -> the GenerateFn of one call, in place of the built-in ones
         self.stats = RolloutStats()
         self.last_episodes: list[TokenEpisode] = []  # the episodes of the latest call (for inspection)
         self.reward_history: list[float] = []  # mean env reward of each call, dropped groups included
@@ -252,6 +256,8 @@ class EnvRolloutFunc:
                 groups.append((s, 1))
         tok = trainer.processing_class
         generate = self.generate
+        if generate is None and self.sampler is not None:
+            generate = self.sampler(trainer, action_stop_strings(self.renderer(tok).tool_format))
         if generate is None:
             if getattr(trainer, "use_vllm", False):
                 generate = vllm_generate_fn(trainer)

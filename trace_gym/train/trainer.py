@@ -99,6 +99,25 @@ def latest_checkpoint(folder: Path) -> Path | None:
     return max(ckpts, key=lambda p: int(p.name.split("-")[-1])) if ckpts else None
 
 
+def _llamacpp_sampler(cfg: TrainConfig) -> Callable[[Any, tuple[str, ...]], Any]:
+    """``backend=llamacpp``: the rollout function's sampler, checked before anything is loaded."""
+    from ..policies.hf_models import smollm2_gguf_path
+    from ..policies.llamacpp import require_llama_cpp
+    from .generation import llamacpp_generate_fn
+
+    require_llama_cpp()  # ModelUnavailableError saying how to install it
+    if cfg.sampler_gguf:
+        gguf = Path(cfg.sampler_gguf)
+        if not gguf.is_file():
+            raise FileNotFoundError(f"sampler_gguf: no GGUF file at {gguf}")
+    elif cfg.model == "smollm2":
+        gguf = smollm2_gguf_path()
+    else:
+        raise ValueError(f"backend=llamacpp samples from the trained model's GGUF: set sampler_gguf=PATH (model "
+                         f"{cfg.model!r} has no GGUF trace-gym knows)")
+    return lambda trainer, stops: llamacpp_generate_fn(trainer, gguf, stop_strings=stops)
+
+
 def _grpo_args(cfg: TrainConfig, out: Path, device: str, dtype: Any) -> Any:
     import torch
     from trl import GRPOConfig
@@ -373,6 +392,7 @@ def train(
         tool_format=cfg.tool_format,
         prefix_cache=cfg.shared_prefix,
         lookahead=cfg.sampling_lookahead,
+        sampler=_llamacpp_sampler(cfg) if cfg.backend == "llamacpp" else None,
     )
     probe_env = env_factory()
     try:
