@@ -442,7 +442,7 @@ def report(res: dict[tuple[str, str], dict[str, Any]], a: argparse.Namespace) ->
                        "limit's; stops: end-of-turn token / stop string / token limit):\n")
             out.append(table(["policy", "decode tokens/s", "steps/s", "tokens/step", "drafts kept", "prefill",
                               "decode", "env", "other", "stops"], rows))
-    if (base, "grpo") in res and (head, "grpo") in res:
+    if (base, "grpo") in res and any((v, "grpo") in res for v in (head, FAST, LLAMACPP)):
         def mean(d: dict[str, Any], k: str) -> float:
             return statistics.mean(s[k] for s in d["steps"])
 
