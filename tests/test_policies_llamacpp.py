@@ -342,3 +342,19 @@ def test_backend_llamacpp_says_what_it_needs(monkeypatch, tmp_path):
         _llamacpp_sampler(cfg)
     with pytest.raises(FileNotFoundError, match="no GGUF file at"):
         _llamacpp_sampler(TrainConfig(model="tiny", backend="llamacpp", sampler_gguf=str(tmp_path / "no.gguf")))
+
+
+def test_attention_heads_come_from_the_model_gguf_and_a_lora_gguf_is_refused(tmp_path):
+    from trace_gym.policies.hf_models import smollm2_gguf_path
+    from trace_gym.policies.lora_gguf import gguf_attention_heads
+
+    try:
+        source = smollm2_gguf_path()
+    except ModelUnavailableError as exc:
+        pytest.skip(str(exc))
+    assert gguf_attention_heads(source) == gguf_attention_heads(str(source)) == ("llama", 9, 3)
+    model, _ = tiny_test_model(seed=0)
+    _adapter(tmp_path / "a", model)
+    lora = write_lora_gguf(tmp_path / "a", tmp_path / "a.gguf", architecture="llama", heads=4, kv_heads=2)
+    with pytest.raises(ValueError, match="gives no llama.attention.head_count"):
+        gguf_attention_heads(lora)

@@ -21,6 +21,7 @@ import math
 import os
 import re
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,18 @@ _KEY = re.compile(r"(?:^|\.)layers\.(\d+)\.(self_attn\.[qkvo]_proj|mlp\.(?:gate|
 
 
 def gguf_attention_heads(gguf_path: str | Path) -> tuple[str, int, int]:
-    """``(architecture, heads, key/value heads)`` from a model GGUF's metadata."""
+    """``(architecture, heads, key/value heads)`` from a model GGUF's metadata (read once per file version:
+    parsing every metadata field takes seconds for a model with a large vocabulary)."""
+    path = Path(gguf_path)
+    st = path.stat()
+    return _attention_heads(str(path.resolve()), st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=8)
+def _attention_heads(gguf_path: str, mtime_ns: int, size: int) -> tuple[str, int, int]:
     from gguf import GGUFReader
 
-    reader = GGUFReader(str(gguf_path))
+    reader = GGUFReader(gguf_path)
 
     def value(key: str) -> Any:
         field = reader.fields.get(key)
