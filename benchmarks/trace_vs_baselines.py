@@ -24,9 +24,10 @@ Presets
              recovered tool error), 30 detached-prompt steps, no GRPO (at CPU budgets GRPO after
              such a warm start lowered the score, ``learning_cpu.py``), said in its note — and
              a router whose index holds 4 reference episodes of each adapter's env and the
-             target's failed train episodes the analysis labelled.  Base rollouts, calibration, tuning and demonstrations are all charged to
-             TRACE's budget.  Every method starts from the same format warm start.  Reports mean
-             similarity and perfect count overall and per category (and ``answerable``: the
+             target's failed train episodes the analysis labelled.  Base rollouts, calibration,
+             tuning and demonstrations are all charged to TRACE's budget.  Every method starts
+             from the same format warm start.  Reports mean similarity and perfect count overall
+             and per category (and ``answerable``: the
              scenarios without insufficient information, where a refusal scores 0) with
              bootstrap CIs, paired differences against the base model per group, the refusal
              floor beside them and the budget ledger (at most two hours on an idle 2-core

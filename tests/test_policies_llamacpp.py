@@ -333,6 +333,13 @@ def test_backend_llamacpp_says_what_it_needs(monkeypatch, tmp_path):
     with pytest.raises(ConfigError, match="sampler_gguf is for backend=llamacpp"):
         TrainConfig(model="smollm2", sampler_gguf="x.gguf").validate()
     cfg = TrainConfig(model="tiny", backend="llamacpp").validate()
+    from types import SimpleNamespace
+
+    from trace_gym.train.generation import llamacpp_generate_fn
+
+    penalised = SimpleNamespace(args=SimpleNamespace(), repetition_penalty=1.2)  # a setting only generate honours
+    with pytest.raises(ValueError, match="use backend=transformers"):
+        llamacpp_generate_fn(penalised, tmp_path / "never-read.gguf")
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as on a machine without the package
     with pytest.raises(ModelUnavailableError, match=r"pip install 'trace-gym\[llamacpp\]'"):
         _llamacpp_sampler(cfg)

@@ -13,8 +13,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-__all__ = ["fast_sampling", "llamacpp_generate_fn", "sampler_model", "stop_token_ids", "transformers_generate_fn",
-           "vllm_generate_fn"]
+__all__ = ["fast_sampling", "llamacpp_generate_fn", "sampler_model", "stop_token_ids", "trainer_pick",
+           "transformers_generate_fn", "vllm_generate_fn"]
 
 
 def stop_token_ids(trainer: Any) -> list[int]:
@@ -52,6 +52,16 @@ def fast_sampling(trainer: Any) -> bool:
         return False
     penalty = getattr(trainer, "repetition_penalty", 1.0)
     return penalty in (None, 1.0)
+
+
+def trainer_pick(trainer: Any) -> Any:
+    """``pick(logits, idx)``: one token per row, drawn with the trainer's temperature, top-k, top-p and min-p."""
+    from ..policies.decoding import pick_tokens
+
+    settings = {"temperature": float(getattr(trainer, "temperature", 1.0) or 1.0),
+                "top_k": int(getattr(trainer, "top_k", 0) or 0), "top_p": float(getattr(trainer, "top_p", 1.0) or 1.0),
+                "min_p": getattr(trainer, "min_p", None)}
+    return lambda logits, idx: pick_tokens(logits, **settings)
 
 
 def sampler_model(trainer: Any) -> Any:
@@ -113,7 +123,7 @@ def transformers_generate_fn(trainer: Any, *, prefix_cache: bool = True, min_pre
 
 def _decoding_generate_fn(trainer: Any, *, prefix_cache: bool, min_prefix_tokens: int, stop_strings: tuple[str, ...],
                           lookahead: int):
-    from ..policies.decoding import DecodeStats, StopRule, decode_rows, pick_tokens
+    from ..policies.decoding import DecodeStats, StopRule, decode_rows
     from ..policies.prefix_cache import PrefixKVCache
     from .shared_prefix import supported
 
@@ -124,14 +134,12 @@ def _decoding_generate_fn(trainer: Any, *, prefix_cache: bool, min_prefix_tokens
     model = sampler_model(trainer)
     store = PrefixKVCache(min_tokens=min_prefix_tokens, max_entries=64) if prefix_cache and supported() else None
     state: dict[str, Any] = {"store": store, "stats": DecodeStats(), "model": model}
-    settings = {"temperature": float(getattr(trainer, "temperature", 1.0) or 1.0),
-                "top_k": int(getattr(trainer, "top_k", 0) or 0), "top_p": float(getattr(trainer, "top_p", 1.0) or 1.0),
-                "min_p": getattr(trainer, "min_p", None)}
+    pick = trainer_pick(trainer)
 
     def generate(prompts: list[list[int]], max_new_tokens: int | list[int]) -> list[list[int]]:
         if store is not None:
             store.max_entries = max(store.max_entries, 4 * len(prompts) + 4)
-        return decode_rows(model, prompts, max_new_tokens=max_new_tokens, pick=lambda logits, idx: pick_tokens(logits, **settings),
+        return decode_rows(model, prompts, max_new_tokens=max_new_tokens, pick=pick,
                            stop=rule, pad_id=pad_id, prefix=store, keep_stop_token=True, lookahead=lookahead,
                            stats=state["stats"])
 
@@ -245,7 +253,8 @@ def llamacpp_generate_fn(trainer: Any, model_gguf: str | Path, *, stop_strings: 
     logits by the same sampler as :func:`transformers_generate_fn` (the trainer's
     temperature, top-k, top-p and min-p, torch's global generator); a turn stops at an
     end-of-turn token (kept: the loss learns to stop) or right after one of
-    ``stop_strings``.  The sampler's logits are the trained model's up to float rounding
+    ``stop_strings``.  Settings only ``generate`` honours (see :func:`fast_sampling`) are a
+    :class:`ValueError`.  The sampler's logits are the trained model's up to float rounding
     (bfloat16 weights, llama.cpp's kernels): the episodes are on-policy to that precision,
     with no importance correction.  Errors: :class:`~trace_gym.policies.base.ModelUnavailableError`
     without ``llama-cpp-python`` or the file; :class:`ValueError` for a model whose trained
@@ -253,11 +262,15 @@ def llamacpp_generate_fn(trainer: Any, model_gguf: str | Path, *, stop_strings: 
     """
     import tempfile
 
-    from ..policies.decoding import DecodeStats, StopRule, pick_tokens
+    from ..policies.decoding import DecodeStats, StopRule
     from ..policies.hf_models import model_cache_dir
     from ..policies.llamacpp import LlamaCppEngine
     from ..policies.lora_gguf import cached_float_gguf, gguf_attention_heads, write_lora_gguf
 
+    if not fast_sampling(trainer):
+        raise ValueError("backend=llamacpp samples in one process with temperature, top-k, top-p and min-p only: "
+                         "drop the repetition penalty, generation_kwargs and cache_implementation (or sharding), "
+                         "or use backend=transformers")
     model_gguf = Path(model_gguf)
     tok = trainer.processing_class
     stops = stop_token_ids(trainer)
@@ -269,12 +282,11 @@ def llamacpp_generate_fn(trainer: Any, model_gguf: str | Path, *, stop_strings: 
         if state is not None:
             state["engine"].close()
         path = cached_float_gguf(model_gguf, model_cache_dir() / "llamacpp", weight_type=weight_type)
-        state = {"source": model_gguf, "engine": LlamaCppEngine(path, slots=batch), "calls": 0,
-                 "heads": gguf_attention_heads(model_gguf), "stats": DecodeStats()}
+        state = {"source": model_gguf, "engine": LlamaCppEngine(path, slots=batch), "calls": 0, "stats": DecodeStats()}
         trainer._trace_gym_llamacpp = state
     engine = state["engine"]
     if hasattr(model, "peft_config"):  # the trained LoRA as it is now, in place of the last one
-        arch, heads, kv_heads = state["heads"]
+        arch, heads, kv_heads = gguf_attention_heads(model_gguf)
         previous = engine.active
         name = f"step-{state['calls']}"
         with tempfile.TemporaryDirectory(prefix="trace-gym-lora-") as tmp:
@@ -284,14 +296,12 @@ def llamacpp_generate_fn(trainer: Any, model_gguf: str | Path, *, stop_strings: 
         if previous is not None:
             engine.unload_adapter(previous)
     state["calls"] += 1
-    settings = {"temperature": float(getattr(trainer, "temperature", 1.0) or 1.0),
-                "top_k": int(getattr(trainer, "top_k", 0) or 0), "top_p": float(getattr(trainer, "top_p", 1.0) or 1.0),
-                "min_p": getattr(trainer, "min_p", None)}
+    pick = trainer_pick(trainer)
 
     def generate(prompts: list[list[int]], max_new_tokens: int | list[int]) -> list[list[int]]:
         limits = _limits(max_new_tokens, len(prompts))
-        return engine.decode(prompts, max_new_tokens=limits, pick=lambda logits, idx: pick_tokens(logits, **settings),
-                             stop=rule, stats=state["stats"], keep_stop_token=True)
+        return engine.decode(prompts, max_new_tokens=limits, pick=pick, stop=rule, stats=state["stats"],
+                             keep_stop_token=True)
 
     generate.engine = engine  # type: ignore[attr-defined]
     return generate

@@ -347,6 +347,7 @@ def train(
         if not cfg.env_id:
             raise ValueError("TrainConfig.env_id is required (or pass env_factory)")
         env_factory = make_env_factory(cfg.env_id, cfg.env_kwargs)
+    sampler = _llamacpp_sampler(cfg) if cfg.backend == "llamacpp" else None  # its errors before any model loads
     out = Path(cfg.out)
     ckpt = latest_checkpoint(out / "checkpoints") if resume else None
     if resume and ckpt is None:
@@ -392,7 +393,7 @@ def train(
         tool_format=cfg.tool_format,
         prefix_cache=cfg.shared_prefix,
         lookahead=cfg.sampling_lookahead,
-        sampler=_llamacpp_sampler(cfg) if cfg.backend == "llamacpp" else None,
+        sampler=sampler,
     )
     probe_env = env_factory()
     try:
