@@ -17,13 +17,14 @@ Presets
 ``cpu-toolsandbox`` — SmolLM2-135M-Instruct on ToolSandbox on CPU: 32 held-out scenarios of the
              seeded, category-stratified fold ``test`` (= ``fold_b``; ``--swap`` learns on it and
              evaluates on ``fold_a``), spread over the categories, one trial each; a success for
-             TRACE's analysis and router at milestone similarity ≥ 0.7; B = 128 rollouts per
-             method.  TRACE: the base model on 24 train scenarios, then up to two capability
+             TRACE's analysis and router at milestone similarity ≥ 0.7; B = 168 rollouts per
+             method.  TRACE: the base model on 24 train scenarios, then up to three capability
              envs, tuned toward the paper's 20–60% band (one round), whose adapters are
-             SFT-only — 32 of their env's own reference episodes each (every fourth with a
+             SFT-only — 24 of their env's own reference episodes each (every fourth with a
              recovered tool error), 30 detached-prompt steps, no GRPO (at CPU budgets GRPO after
              such a warm start lowered the score, ``learning_cpu.py``), said in its note — and
-             a router whose index holds 4 reference episodes of each adapter's env and the
+             a router whose index holds 5 reference episodes of each adapter's env (its cases in
+             turn) and the
              target's failed train episodes the analysis labelled.  Base rollouts, calibration,
              tuning and demonstrations are all charged to TRACE's budget.  Every method starts
              from the same format warm start.  Reports mean similarity and perfect count overall
@@ -96,15 +97,15 @@ PRESETS: dict[str, dict[str, Any]] = {
         max_train_steps=1, gepa_val=2, gepa_minibatch=1, base_tasks=4, calib_seeds=1, calib_samples=1,
         routing_seeds=1, min_capabilities=1, max_capabilities=1, cap_warm_demos=1),
     "cpu-toolsandbox": dict(
-        target="trace/toolsandbox-v0", model="smollm2", budget=128, trials=1, n_train_tasks=32, n_test_tasks=32,
+        target="trace/toolsandbox-v0", model="smollm2", budget=168, trials=1, n_train_tasks=32, n_test_tasks=32,
         success=0.7, env_kwargs={"max_steps": 12}, cap_env_kwargs={"max_steps": 8},
         gen={"max_new_tokens": 96, "temperature": 0.7, "batch_size": 8},
         train={"num_generations": 4, "seeds_per_step": 1, "max_resamples": 0, "max_new_tokens_per_turn": 64,
                "max_completion_length": 512, "max_turns": 4, "lora_r": 8, "lora_alpha": 16, "learning_rate": 5e-5,
                "sft_max_steps": 30, "sft_learning_rate": 4e-4, "sft_prefix_grad": "detached", "sft_recover_every": 4,
                "gradient_checkpointing": False},
-        gepa_val=4, gepa_minibatch=2, base_tasks=24, base_samples=1, calib_seeds=2, calib_samples=2, routing_seeds=4,
-        band=[0.2, 0.6], tune_rounds=1, max_capabilities=2, batch_size=8, cap_warm_demos=32, trace_grpo_steps=0),
+        gepa_val=4, gepa_minibatch=2, base_tasks=24, base_samples=1, calib_seeds=2, calib_samples=2, routing_seeds=5,
+        band=[0.2, 0.6], tune_rounds=1, max_capabilities=3, batch_size=8, cap_warm_demos=24, trace_grpo_steps=0),
     "gpu": dict(
         target="trace/tau2-retail-v0", model="Qwen/Qwen2.5-7B-Instruct", budget=512, trials=4,
         env_kwargs={"max_steps": 30}, cap_env_kwargs={"max_steps": 30},

@@ -139,3 +139,17 @@ def test_an_index_saved_before_tools_were_recorded_loads_as_unknown(router, tmp_
     (tmp_path / "old.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match="tool lists; rebuild"):
         RouterIndex.load(tmp_path / "old")
+
+
+def test_reference_corpus_plays_every_case_of_an_env_that_names_them(toolsandbox_data):
+    """Five routing seeds of a five-case env give one example of each case, in the spec's order."""
+    import gymnasium as gym
+
+    from trace_gym.route.build import reference_corpus
+
+    make = lambda: gym.make("trace/cap-ts-multiple-tool-call-v0")  # noqa: E731
+    names = make().unwrapped.case_names()
+    trajs = reference_corpus(make, range(len(names)))
+    assert [t.reset_info["case"] for t in trajs] == names
+    again = reference_corpus(make, range(len(names)))
+    assert [t.transcript for t in again] == [t.transcript for t in trajs]  # same seeds, same examples

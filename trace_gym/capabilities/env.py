@@ -238,6 +238,10 @@ class CapabilityEnv(ToolEnv):
         return self._backend.fingerprint() if self._backend is not None else None
 
     # ------------------------------------------------------------------ for tests, calibration and probes
+    def case_names(self) -> list[str]:
+        """The spec's case names in spec order; ``reset(options={"case": name})`` plays that case."""
+        return [c["name"] for c in self.cap_spec.cases]
+
     def reference_actions(self, style: str = "hermes") -> list[str]:
         """The current episode's reference solution as text actions (never shown to the agent)."""
         if self.scenario is None:

@@ -25,7 +25,10 @@ def reference_corpus(make_env: Callable[[], Any], seeds: Iterable[int], env_id: 
     """The successful episodes of a capability env's reference solution, one per seed.
 
     ``make_env`` returns a fresh env whose unwrapped instance offers ``reference_actions()``;
-    ``env_id`` (default: the env's own) is recorded on each trajectory.
+    ``env_id`` (default: the env's own) is recorded on each trajectory.  An env that also
+    offers ``case_names()`` plays its cases in turn (the i-th seed the i-th case, cycling), so
+    a few seeds show every kind of conversation the adapter learned rather than the most
+    likely ones.
     """
     from ..capabilities.calibrate import ReferencePolicy
     from ..rollout import rollout
@@ -34,10 +37,12 @@ def reference_corpus(make_env: Callable[[], Any], seeds: Iterable[int], env_id: 
     ref = ReferencePolicy()
     ref.bind_env(env.unwrapped)
     threshold = success_threshold(env)
+    names = getattr(env.unwrapped, "case_names", None)
+    cases = list(names()) if callable(names) else []
     out = []
     try:
-        for s in seeds:
-            t = rollout(env, ref, s)
+        for i, s in enumerate(seeds):
+            t = rollout(env, ref, s, {"case": cases[i % len(cases)]} if cases else None)
             if env_id is not None:
                 t.env_id = env_id
             if is_success(t.reward, threshold):
