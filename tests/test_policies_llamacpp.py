@@ -122,6 +122,43 @@ def test_a_merged_gguf_is_the_model_with_the_adapter_merged(tmp_path):
         float_gguf(source, tmp_path / "bad" / "bad.gguf", weight_type="Q4_1", adapter_dir=tmp_path / "a")
 
 
+def test_merging_into_a_float_copy_patches_only_the_adapted_weights(tmp_path):
+    """:func:`merge_into_float_gguf` gives the file :func:`float_gguf` writes with the adapter merged, up to one
+    rounding of the float type (the copy's weights were rounded once already), from a folder or a model in
+    memory alike; an adapter of another model or a 4-bit source is refused by name, nothing left behind."""
+    from trace_gym.policies.hf import load_smollm2
+    from trace_gym.policies.hf_models import smollm2_gguf_path
+    from trace_gym.policies.lora_gguf import float_gguf, merge_into_float_gguf
+
+    try:
+        model, _ = load_smollm2()
+        source = smollm2_gguf_path()
+    except ModelUnavailableError as exc:
+        pytest.skip(str(exc))
+    pm = _strong_adapter(tmp_path / "a", model, r=4)
+    plain = float_gguf(source, tmp_path / "plain.gguf", weight_type="F16")
+    whole = float_gguf(source, tmp_path / "whole.gguf", weight_type="F16", adapter_dir=tmp_path / "a")
+    patched = merge_into_float_gguf(plain, tmp_path / "a", tmp_path / "out" / "patched.gguf")
+    assert merge_into_float_gguf(plain, pm, tmp_path / "memory.gguf").read_bytes() == patched.read_bytes()
+    assert patched.stat().st_size == plain.stat().st_size
+    want = {t.name: np.array(t.data, dtype=np.float32) for t in gguf.GGUFReader(str(whole)).tensors}
+    got = {t.name: np.array(t.data, dtype=np.float32) for t in gguf.GGUFReader(str(patched)).tensors}
+    before = {t.name: np.array(t.data, dtype=np.float32) for t in gguf.GGUFReader(str(plain)).tensors}
+    assert list(got) == list(want)
+    adapted = [n for n in got if not np.array_equal(got[n], before[n])]
+    assert len(adapted) == 7 * 30  # seven projections in each of SmolLM2's 30 layers
+    for name in got:  # the copy rounded the weight once (half a float16 step of it), the merge rounds the sum
+        scale = np.maximum(np.abs(before[name]), np.abs(want[name]))
+        assert np.all(np.abs(got[name] - want[name]) <= 2.0**-10 * scale + 2.0**-24), name
+    pm.unload()
+    _adapter(tmp_path / "tiny", tiny_test_model(seed=0)[0])
+    with pytest.raises(ValueError, match="does not fit"):
+        merge_into_float_gguf(plain, tmp_path / "tiny", tmp_path / "bad" / "bad.gguf")
+    with pytest.raises(ValueError, match="merge into a float copy"):
+        merge_into_float_gguf(source, tmp_path / "a", tmp_path / "bad" / "bad.gguf")
+    assert not (tmp_path / "bad").exists()  # refused before anything is written
+
+
 # ----------------------------------------------------------------------------- the policy on llama.cpp
 @pytest.fixture(scope="module")
 def smollm2():
@@ -277,8 +314,9 @@ def test_a_peft_model_in_memory_writes_the_gguf_its_saved_folder_writes(tmp_path
 
 
 def test_grpo_samples_in_llama_cpp_from_the_adapter_as_it_is_now(smollm2, tmp_path):
-    """``backend=llamacpp``: every call loads the trained LoRA as it is then (the previous one freed), the logits
-    follow the PEFT model's, and a sampled turn keeps its end-of-turn token."""
+    """``backend=llamacpp``: every call merges the trained LoRA as it is then into the float weights (the previous
+    engine closed, no runtime LoRA), the logits follow the PEFT model's, and a sampled turn keeps its end-of-turn
+    token."""
     from types import SimpleNamespace
 
     from accelerate import Accelerator
@@ -312,7 +350,8 @@ def test_grpo_samples_in_llama_cpp_from_the_adapter_as_it_is_now(smollm2, tmp_pa
                     p.add_(0.05 * torch.randn_like(p))
         now = _next_logits_hf(pm, tok, text)
         second = llamacpp_generate_fn(trainer, smollm2_gguf_path())
-        assert second.engine is first.engine and list(second.engine._adapters) == ["step-1"]  # step-0 was freed
+        assert second.engine is not first.engine and first.engine._ctx is None  # reopened on the new weights
+        assert not second.engine._adapters and second.engine.share_prompts
         assert cos(llama_logits(second), now, dim=0) > 0.999
         torch.manual_seed(0)
         out = second([ids, ids], [40, 3])
@@ -365,3 +404,46 @@ def test_attention_heads_come_from_the_model_gguf_and_a_lora_gguf_is_refused(tmp
     lora = write_lora_gguf(tmp_path / "a", tmp_path / "a.gguf", architecture="llama", heads=4, kv_heads=2)
     with pytest.raises(ValueError, match="gives no llama.attention.head_count"):
         gguf_attention_heads(lora)
+
+
+def test_shared_prompts_are_prefilled_once_and_decode_as_apart(smollm2):
+    """``share_prompts``: rows that begin alike store that beginning once (a repeated prompt costs no prefill,
+    a prompt extending another only its new tokens, also across calls from a slot's cells), and each row's
+    logits are those of the same engine with every row apart, to float rounding (the 4-bit file: exact)."""
+    from types import SimpleNamespace
+
+    from trace_gym.policies.decoding import DecodeStats
+    from trace_gym.policies.hf_models import smollm2_gguf_path
+    from trace_gym.policies.llamacpp import LlamaCppEngine
+
+    _, tok = smollm2
+    text = tok.apply_chat_template(PROMPT, tokenize=False, add_generation_prompt=True)
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    other = ids[:-6] + tok(" Spain?", add_special_tokens=False)["input_ids"]
+    longer = ids + tok("Paris", add_special_tokens=False)["input_ids"]
+
+    def first_logits(engine, rows):
+        seen, stats = [], DecodeStats()
+        engine.decode(rows, max_new_tokens=[1] * len(rows), pick=lambda lg, idx: seen.append(lg.clone()) or lg.argmax(-1),
+                      stop=SimpleNamespace(add=lambda produced, t, limit, **kw: produced.append(t) or True), stats=stats)
+        return seen[0], stats.prefilled_tokens
+
+    apart = LlamaCppEngine(smollm2_gguf_path(), slots=4, n_ctx=512)
+    shared = LlamaCppEngine(smollm2_gguf_path(), slots=4, n_ctx=512, share_prompts=True)
+    try:
+        rows = [ids, ids, other, ids]
+        want, n_apart = first_logits(apart, rows)
+        got, n_shared = first_logits(shared, rows)
+        assert n_apart == 3 * len(ids) + len(other)
+        assert n_shared == len(ids) + 6 + (len(other) - len(ids))  # one prompt, and the other's own ending
+        torch.testing.assert_close(got, want)  # integer dot products: the same logits
+        for engine in (apart, shared):  # a later call continues from the cells either way
+            for slot in engine.slots:
+                slot.used = 0
+        again, n_again = first_logits(shared, [longer, longer])
+        base, _ = first_logits(apart, [longer, longer])
+        assert n_again == len(longer) - len(ids)
+        torch.testing.assert_close(again, base)
+    finally:
+        apart.close()
+        shared.close()

@@ -76,13 +76,18 @@ class _Slot:
 class LlamaCppEngine:
     """One GGUF model, one context of ``slots`` sequences of ``n_ctx`` tokens each, and its LoRA adapters.
 
+    ``share_prompts``: the sequences share one pool of cells, and rows of a call that begin
+    alike store that beginning once (GRPO's groups: one prompt, several samples).  Apart (the
+    default), each sequence attends over its own cells only, which is cheaper when the rows are
+    different episodes with long contexts.
+
     Errors: :class:`ModelUnavailableError` when the package is missing or the file cannot be
     loaded; :class:`ValueError` for an adapter that does not fit the model;
     :class:`~trace_gym.policies.base.PolicyError` when llama.cpp fails to decode.
     """
 
     def __init__(self, model_path: str | Path, *, slots: int = 4, n_ctx: int | None = None, n_threads: int | None = None,
-                 n_batch: int = 512):
+                 n_batch: int = 512, share_prompts: bool = False):
         lib = require_llama_cpp()
         self._lib = lib
         self.model_path = Path(model_path)
@@ -100,14 +105,17 @@ class LlamaCppEngine:
         params.n_batch = params.n_ubatch = self.n_batch
         params.n_seq_max = slots
         params.n_threads = params.n_threads_batch = int(n_threads or os.cpu_count() or 1)
-        params.kv_unified = False  # each sequence attends over its own cells only
+        # apart, each sequence attends over its own cells only; shared (``share_prompts``), the rows of one call
+        # that begin alike store that beginning once, and every sequence attends over the one pool of cells
+        self.share_prompts = bool(share_prompts)
+        params.kv_unified = self.share_prompts
         params.no_perf = True
         self._ctx = lib.llama_init_from_model(self._model, params)
         if not self._ctx:
             lib.llama_model_free(self._model)
             raise ModelUnavailableError(f"llama.cpp could not create a context of {slots} x {self.context} tokens")
         self._memory = lib.llama_get_memory(self._ctx)
-        self._batch = lib.llama_batch_init(self.n_batch, 0, 1)
+        self._batch = lib.llama_batch_init(self.n_batch, 0, slots)
         self.slots = [_Slot() for _ in range(slots)]
         self._adapters: dict[str, Any] = {}
         self.active: str | None = None
@@ -153,8 +161,9 @@ class LlamaCppEngine:
         self.active = name
 
     # -- decoding ----------------------------------------------------------------------
-    def _run(self, entries: list[tuple[int, int, int, bool]]) -> dict[int, Any]:
-        """Decode ``(token, position, slot, wants_logits)`` entries; logits (float32 numpy) by entry index."""
+    def _run(self, entries: list[tuple[int, int, Any, bool]]) -> dict[int, Any]:
+        """Decode ``(token, position, slot or slots, wants_logits)`` entries (a token of several slots is stored
+        once, for all of them: ``share_prompts`` only); logits (float32 numpy) by entry index."""
         import numpy as np
 
         lib, out = self._lib, {}
@@ -162,8 +171,10 @@ class LlamaCppEngine:
             part = entries[start: start + self.n_batch]
             b = self._batch
             for k, (tok, pos, seq, want) in enumerate(part):
-                b.token[k], b.pos[k], b.n_seq_id[k], b.logits[k] = tok, pos, 1, want
-                b.seq_id[k][0] = seq
+                seqs = seq if isinstance(seq, list) else [seq]
+                b.token[k], b.pos[k], b.n_seq_id[k], b.logits[k] = tok, pos, len(seqs), want
+                for m, q in enumerate(seqs):
+                    b.seq_id[k][m] = q
             b.n_tokens = len(part)
             code = lib.llama_decode(self._ctx, b)
             if code:
@@ -186,6 +197,44 @@ class LlamaCppEngine:
             picks.append(best)
         return picks
 
+    def _prefill_entries(self, rows: list[list[int]], slots: list[int]) -> tuple[list[list[Any]], list[int], int]:
+        """What to decode before ``rows`` can continue: ``(entries, entry of each row's last token, tokens to
+        prefill)``.  Each row keeps what its slot's cells already hold; with ``share_prompts`` a row that
+        begins as an earlier row of the call takes that beginning from it (the earlier row's cells, or the
+        same entries, marked with both slots) instead of prefilling its own copy."""
+        lib = self._lib
+        entries: list[list[Any]] = []
+        owner: dict[tuple[int, int], int] = {}  # (row, position) -> the entry that computes it
+        start, last_entry, prefilled = [], [], 0
+        for i, (row, s) in enumerate(zip(rows, slots, strict=True)):
+            slot = self.slots[s]
+            keep = min(common_length(slot.tokens, row) if slot.adapter == self.active else 0, len(row) - 1)
+            lib.llama_memory_seq_rm(self._memory, s, keep, -1)
+            begin = keep
+            if self.share_prompts:
+                donor, shared = max(((j, common_length(rows[j], row)) for j in range(i)), key=lambda p: p[1],
+                                    default=(None, 0))
+                if donor is not None and shared > keep:
+                    held = min(shared, start[donor])  # cells the donor's slot already holds
+                    if held > keep:
+                        lib.llama_memory_seq_cp(self._memory, slots[donor], s, keep, held)
+                    for pos in range(max(keep, start[donor]), shared):
+                        e = owner[(donor, pos)]
+                        entries[e][2].append(s)
+                        owner[(i, pos)] = e
+                    begin = shared
+            for pos in range(begin, len(row)):
+                owner[(i, pos)] = len(entries)
+                entries.append([row[pos], pos, [s], False])
+                prefilled += 1
+            last = owner[(i, len(row) - 1)]
+            entries[last][3] = True
+            last_entry.append(last)
+            start.append(keep)
+            self._clock += 1
+            slot.tokens, slot.adapter, slot.used = list(row), self.active, self._clock
+        return entries, last_entry, prefilled
+
     def decode(self, rows: Sequence[Sequence[int]], *, max_new_tokens: Sequence[int], pick: Callable[[Any, list[int]], Any],
                stop: StopRule, stats: DecodeStats | None = None, keep_stop_token: bool = False) -> list[list[int]]:
         """Continue ``rows`` as :func:`~trace_gym.policies.decoding.decode_rows` does (``pick(logits, idx)`` maps the
@@ -204,20 +253,8 @@ class LlamaCppEngine:
         import torch
 
         t0 = time.perf_counter()
-        lib = self._lib
         slots = self._assign(rows)
-        entries: list[tuple[int, int, int, bool]] = []
-        last_entry, prefilled = [], 0
-        for row, s in zip(rows, slots, strict=True):
-            slot = self.slots[s]
-            keep = min(common_length(slot.tokens, row) if slot.adapter == self.active else 0, len(row) - 1)
-            lib.llama_memory_seq_rm(self._memory, s, keep, -1)
-            for pos in range(keep, len(row)):
-                entries.append((row[pos], pos, s, pos == len(row) - 1))
-            last_entry.append(len(entries) - 1)
-            prefilled += len(row) - keep
-            self._clock += 1
-            slot.tokens, slot.adapter, slot.used = list(row), self.active, self._clock
+        entries, last_entry, prefilled = self._prefill_entries(rows, slots)
         logits = self._run(entries)
         prefill_done = time.perf_counter()
         produced: list[list[int]] = [[] for _ in rows]

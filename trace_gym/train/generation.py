@@ -246,18 +246,22 @@ def llamacpp_generate_fn(trainer: Any, model_gguf: str | Path, *, stop_strings: 
 
     ``model_gguf`` is the GGUF the trained model was loaded from (its weights, its
     vocabulary).  llama.cpp runs a float copy of it (``weight_type``, as
-    :class:`~trace_gym.policies.llamacpp.LlamaCppPolicy`; made once and cached), one
-    engine per trainer with a slot per episode of a step; at every call the trained LoRA is
-    written as a llama.cpp LoRA GGUF and loaded in place of the previous one, so each batch
-    of rollouts samples from the current weights.  Tokens are drawn from the llama.cpp
-    logits by the same sampler as :func:`transformers_generate_fn` (the trainer's
-    temperature, top-k, top-p and min-p, torch's global generator); a turn stops at an
-    end-of-turn token (kept: the loss learns to stop) or right after one of
-    ``stop_strings``.  Settings only ``generate`` honours (see :func:`fast_sampling`) are a
-    :class:`ValueError`.  The sampler's logits are the trained model's up to float rounding
-    (bfloat16 weights, llama.cpp's kernels): the episodes are on-policy to that precision,
-    with no importance correction.  Errors: :class:`~trace_gym.policies.base.ModelUnavailableError`
-    without ``llama-cpp-python`` or the file; :class:`ValueError` for a model whose trained
+    :class:`~trace_gym.policies.llamacpp.LlamaCppPolicy`; made once and cached) with the
+    trained LoRA as it is at the call merged into its weights
+    (:func:`~trace_gym.policies.lora_gguf.merge_into_float_gguf`, a private file per trainer
+    rewritten at every call): one engine per trainer with a slot per episode of a step,
+    reopened on the new weights, so each batch of rollouts samples from the current policy
+    with no LoRA arithmetic per layer (a runtime LoRA costs about a third of llama.cpp's
+    throughput at this size).  A group's shared prompt is prefilled once and its keys and
+    values shared by the group's slots.  Tokens are drawn from the llama.cpp logits by the
+    same sampler as :func:`transformers_generate_fn` (the trainer's temperature, top-k,
+    top-p and min-p, torch's global generator); a turn stops at an end-of-turn token (kept:
+    the loss learns to stop) or right after one of ``stop_strings``.  Settings only
+    ``generate`` honours (see :func:`fast_sampling`) are a :class:`ValueError`.  The
+    sampler's logits are the trained model's up to float rounding (bfloat16 weights,
+    llama.cpp's kernels): the episodes are on-policy to that precision, with no importance
+    correction.  Errors: :class:`~trace_gym.policies.base.ModelUnavailableError` without
+    ``llama-cpp-python`` or the file; :class:`ValueError` for a model whose trained
     parameters llama.cpp cannot apply as a LoRA (trained embeddings, head or whole modules).
     """
     import tempfile
@@ -265,7 +269,7 @@ def llamacpp_generate_fn(trainer: Any, model_gguf: str | Path, *, stop_strings: 
     from ..policies.decoding import DecodeStats, StopRule
     from ..policies.hf_models import model_cache_dir
     from ..policies.llamacpp import LlamaCppEngine
-    from ..policies.lora_gguf import cached_float_gguf, gguf_attention_heads, write_lora_gguf
+    from ..policies.lora_gguf import cached_float_gguf, merge_into_float_gguf
 
     if not fast_sampling(trainer):
         raise ValueError("backend=llamacpp samples in one process with temperature, top-k, top-p and min-p only: "
@@ -278,23 +282,20 @@ def llamacpp_generate_fn(trainer: Any, model_gguf: str | Path, *, stop_strings: 
     model = trainer.accelerator.unwrap_model(trainer.model)
     batch = int(trainer.args.per_device_train_batch_size)
     state = getattr(trainer, "_trace_gym_llamacpp", None)
-    if state is None or state["source"] != model_gguf or len(state["engine"].slots) < batch:
+    if state is None or state["source"] != model_gguf or state["slots"] < batch:
         if state is not None:
             state["engine"].close()
         path = cached_float_gguf(model_gguf, model_cache_dir() / "llamacpp", weight_type=weight_type)
-        state = {"source": model_gguf, "engine": LlamaCppEngine(path, slots=batch), "calls": 0, "stats": DecodeStats()}
+        state = {"source": model_gguf, "float": path, "slots": batch, "calls": 0, "stats": DecodeStats(),
+                 "dir": tempfile.TemporaryDirectory(prefix="trace-gym-sampler-"), "engine": None}
         trainer._trace_gym_llamacpp = state
+    if hasattr(model, "peft_config") or state["engine"] is None:  # the trained weights as they are now
+        if state["engine"] is not None:
+            state["engine"].close()
+        path = (merge_into_float_gguf(state["float"], model, Path(state["dir"].name) / "policy.gguf")
+                if hasattr(model, "peft_config") else state["float"])
+        state["engine"] = LlamaCppEngine(path, slots=batch, share_prompts=True)
     engine = state["engine"]
-    if hasattr(model, "peft_config"):  # the trained LoRA as it is now, in place of the last one
-        arch, heads, kv_heads = gguf_attention_heads(model_gguf)
-        previous = engine.active
-        name = f"step-{state['calls']}"
-        with tempfile.TemporaryDirectory(prefix="trace-gym-lora-") as tmp:
-            lora = write_lora_gguf(model, Path(tmp) / "lora.gguf", architecture=arch, heads=heads, kv_heads=kv_heads)
-            engine.load_adapter(name, lora)  # llama.cpp reads the tensors in; the file may go
-        engine.use(name)
-        if previous is not None:
-            engine.unload_adapter(previous)
     state["calls"] += 1
     pick = trainer_pick(trainer)
 
