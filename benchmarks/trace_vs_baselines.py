@@ -2,7 +2,9 @@
 
 Runs :func:`trace_gym.compare.pipeline.run_compare` (or ``run_scaling`` with
 ``--budgets``) with a preset and prints the table.  Every stage is resumable: rerun
-the same command after an interruption and it continues.
+the same command after an interruption and it continues.  ``--pool DIR DIR`` reports
+finished runs on disjoint held-out tasks (a run and its ``--swap``) as one evaluation over
+all their tasks (:mod:`trace_gym.compare.pool`).
 
 Presets
 -------
@@ -135,7 +137,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default=None)
     ap.add_argument("--swap", action="store_true",
                     help="learn on the target's test split and evaluate on its train split (ToolSandbox: fold_b, fold_a)")
+    ap.add_argument("--pool", nargs="+", default=None, metavar="DIR",
+                    help="only pool finished runs on disjoint held-out tasks (a run and its --swap) into one report "
+                         "(default --out runs/compare-<preset>-pooled)")
     args = ap.parse_args(argv)
+    if args.pool:
+        from trace_gym.compare.pool import write_pooled
+
+        doc = write_pooled(args.pool, args.out or f"runs/compare-{args.preset}-pooled")
+        print(doc["markdown"])
+        return 0
 
     fields = dict(PRESETS[args.preset])
     fields["out"] = args.out or f"runs/compare-{args.preset}"

@@ -64,3 +64,22 @@ def test_redraw_rebuilds_table_and_plot_from_json(tmp_path, capsys):
     assert "| GEPA | 8 | 0.500 [0.000, 1.000] |" in text
     assert (tmp_path / "compare.png").stat().st_size > 0
     assert cli._run(_parse(["--redraw", str(tmp_path / "missing")])) == 2
+
+
+def test_pool_reports_a_run_and_its_swap_as_one(tmp_path, capsys):
+    def doc(tasks, base, trace):
+        def ev(rs):
+            return {"rewards": {t: [r] for t, r in zip(tasks, rs, strict=True)}, "task_groups": {t: ["answerable"] for t in tasks}}
+        return {"target": "trace/toolsandbox-v0", "budget": 8, "seeds": {"eval_seed": 7, "trials": 1},
+                "methods": {"base": {"eval": ev(base)}, "trace": {"eval": ev(trace)}}}
+
+    for name, d in (("a", doc(["t1", "t2"], [0.0, 0.5], [1.0, 0.5])), ("b", doc(["u1"], [0.2], [0.1]))):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "compare.json").write_text(json.dumps(d))
+    out = tmp_path / "pooled"
+    assert cli._run(_parse(["--pool", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)])) == 0
+    printed = capsys.readouterr().out
+    assert "2 + 1 = 3" in printed and (out / "pooled.md").read_text() in printed
+    assert "| overall | +0.300" in (out / "pooled.md").read_text()
+    assert cli._run(_parse(["--pool", str(tmp_path / "a"), str(tmp_path / "a"), "--out", str(tmp_path / "x")])) == 2
+    assert "in two runs" in capsys.readouterr().err and not (tmp_path / "x").exists()

@@ -4,7 +4,9 @@ Writes ``compare.json`` (everything needed to redraw), ``compare.md`` and
 ``compare.png`` under ``--out``; with ``--budgets`` one run per budget under
 ``<out>/B<budget>/`` plus ``scaling.json``/``scaling.md``/``scaling.png``.  A killed run
 continues where it stopped when started again with the same arguments.
-``--redraw DIR`` rebuilds the table and plot from the stored JSON only.
+``--redraw DIR`` rebuilds the table and plot from the stored JSON only.  ``--pool DIR DIR ...``
+reports runs on disjoint held-out tasks (a run and its swapped folds) as one evaluation:
+``pooled.md``/``pooled.json`` under ``--out`` (:mod:`trace_gym.compare.pool`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="any other compare config field")
     p.add_argument("--config", default=None, help="a JSON or YAML file of compare config fields (flags override it)")
     p.add_argument("--redraw", default=None, metavar="DIR", help="only rebuild the table and plot from DIR's JSON")
+    p.add_argument("--pool", nargs="+", default=None, metavar="DIR",
+                   help="only pool the finished runs in these folders (disjoint held-out tasks, e.g. a run and its "
+                        "swapped folds) into one report under --out")
     p.set_defaults(func=_run)
 
 
@@ -139,6 +144,18 @@ def _run(args: argparse.Namespace) -> int:
             err.print(f"[red]error:[/red] cannot redraw from {args.redraw}: {exc}")
             return 2
         console.print(f"wrote {paths['markdown']}" + (f" and {paths['plot']}" if paths["plot"] else ""))
+        return 0
+    if args.pool:
+        from trace_gym.compare.pool import write_pooled
+
+        out = args.out or "runs/compare-pooled"
+        try:
+            doc = write_pooled(args.pool, out)
+        except (OSError, ValueError, KeyError) as exc:
+            err.print(f"[red]error:[/red] cannot pool {', '.join(args.pool)}: {exc}")
+            return 2
+        print(doc["markdown"])  # markdown tables, unwrapped
+        print(f"wrote {Path(out) / 'pooled.md'} and {Path(out) / 'pooled.json'}")
         return 0
     try:
         cfg = build_config(args)
