@@ -30,6 +30,9 @@ def test_a_run_and_its_swap_pool_into_one_paired_difference_over_every_task(tmp_
     b = _doc(["u1", "u2"], [0.0, 0.2], [0.3, 0.0], groups={"u1": ["answerable", "multiple_tool_call"], "u2": ["answerable"]})
     pooled = pool_runs([a, b])
     assert pooled["runs"] == [["t1", "t2", "t3"], ["u1", "u2"]] and list(pooled["methods"]) == ["base", "trace"]
+    flipped = {**b, "config": {"out": "elsewhere", "train_split": "test", "test_split": "train"},
+               "methods": {"trace": b["methods"]["trace"], "base": b["methods"]["base"]}}
+    assert list(pool_runs([{**a, "config": {"out": "here"}}, flipped])["methods"]) == ["base", "trace"]  # base first
     for i, d in enumerate((a, b)):
         (tmp_path / f"r{i}").mkdir()
         (tmp_path / f"r{i}" / "compare.json").write_text(json.dumps(d))
@@ -58,6 +61,13 @@ def test_runs_that_cannot_be_pooled_say_what_differs(tmp_path):
         pool_runs([a, _doc(["u1"], [0.0], [0.0], target="trace/tau2-retail-v0")])
     with pytest.raises(ValueError, match="differ in budget"):
         pool_runs([a, _doc(["u1"], [0.0], [0.0], budget=8)])
+    with pytest.raises(ValueError, match="differ in model"):
+        pool_runs([{**a, "config": {"model": "smollm2", "out": "x"}}, {**_doc(["u1"], [0.0], [0.0]),
+                                                                       "config": {"model": "tiny", "out": "y"}}])
+    odd = _doc(["u1", "u2"], [0.0, 0.0], [0.0, 0.0])
+    del odd["methods"]["trace"]["eval"]["rewards"]["u2"]
+    with pytest.raises(ValueError, match="trace played other held-out tasks than base"):
+        pool_runs([a, odd])
     only_base = _doc(["u1"], [0.0], [0.0])
     del only_base["methods"]["trace"]
     with pytest.raises(ValueError, match="trace were evaluated in some runs only"):

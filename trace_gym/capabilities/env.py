@@ -239,8 +239,11 @@ class CapabilityEnv(ToolEnv):
 
     # ------------------------------------------------------------------ for tests, calibration and probes
     def case_names(self) -> list[str]:
-        """The spec's case names in spec order; ``reset(options={"case": name})`` plays that case."""
-        return [c["name"] for c in self.cap_spec.cases]
+        """The names of the cases an episode can draw at the env's knobs (weight above 0), in spec order;
+        ``reset(options={"case": name})`` plays that case."""
+        drawable = [c["name"] for c in self.cap_spec.cases
+                    if resolve_number(c.get("weight", 1.0), self.knob_values) > 0]
+        return drawable or [c["name"] for c in self.cap_spec.cases]  # every weight 0: any case is drawn
 
     def reference_actions(self, style: str = "hermes") -> list[str]:
         """The current episode's reference solution as text actions (never shown to the agent)."""

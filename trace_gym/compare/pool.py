@@ -8,8 +8,8 @@ differences against the base model and their bootstrap intervals are over all th
 tasks together (each run's methods learned without seeing the tasks it is scored on).
 
 Errors: :class:`ValueError` naming what differs when the runs cannot be joined (another target,
-another budget or trial count, a held-out task in two runs, a method not in every run), or when
-fewer than two runs are given.
+budget, trial count or configuration beyond the splits, a held-out task in two runs, a method
+not in every run), or when fewer than two runs, or runs with no evaluated method, are given.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from .report import LABELS
 __all__ = ["load_runs", "pool_runs", "pooled_markdown", "write_pooled"]
 
 _JOINED = ("rewards", "ended", "task_groups")
+# configuration fields a run and its swap may differ in: where they learn and are scored, and where they write
+_FREE = {"out", "train_split", "test_split", "train_tasks", "test_tasks", "methods", "batch_size"}
 
 
 def load_runs(dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
@@ -34,7 +36,10 @@ def load_runs(dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
         path = Path(d) / "compare.json"
         if not path.is_file():
             raise ValueError(f"{d} holds no compare.json: run the comparison there first (or pass its --out folder)")
-        docs.append(json.loads(path.read_text(encoding="utf-8")))
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(doc, dict) or not isinstance(doc.get("methods"), dict):
+            raise ValueError(f"{path} is not a comparison's result (no methods)")
+        docs.append(doc)
     return docs
 
 
@@ -58,15 +63,29 @@ def pool_runs(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         raise ValueError(f"pooling needs at least two runs (got {len(docs)}): one per fold")
     target, budget = _same(docs, "target"), _same(docs, "budget")
     trials = _same([d.get("seeds") or {} for d in docs], "trials")
+    configs = [{k: v for k, v in (d.get("config") or {}).items() if k not in _FREE} for d in docs]
+    changed = sorted(k for c in configs for k in set(c) | set(configs[0]) if c.get(k) != configs[0].get(k))
+    if changed:
+        raise ValueError(f"the runs differ in {', '.join(dict.fromkeys(changed))}: pooling needs runs of one "
+                         "configuration on different held-out tasks")
     evaluated = [{m for m, r in d["methods"].items() if (r.get("eval") or {}).get("rewards")} for d in docs]
     methods = [m for m in docs[0]["methods"] if all(m in e for e in evaluated)]
+    if "base" in methods:  # the paired differences are against the base model
+        methods = ["base", *[m for m in methods if m != "base"]]
     missing = sorted(set().union(*evaluated) - set(methods))
     if missing:
         raise ValueError(f"method(s) {', '.join(missing)} were evaluated in some runs only: rerun the others with "
                          "the same methods")
+    if not methods:
+        raise ValueError("no run holds an evaluated method: nothing to pool")
     held: list[list[str]] = []
     for d in docs:
-        tasks = list(d["methods"][methods[0]]["eval"]["rewards"]) if methods else []
+        sets = {m: list(d["methods"][m]["eval"]["rewards"]) for m in methods}
+        tasks = sets[methods[0]]
+        odd = [m for m, ts in sets.items() if set(ts) != set(tasks)]
+        if odd:
+            raise ValueError(f"in one run, {', '.join(odd)} played other held-out tasks than {methods[0]}: each run's "
+                             "methods must be scored on the same tasks")
         seen = {t for h in held for t in h}
         twice = sorted(seen.intersection(tasks))
         if twice:
@@ -95,9 +114,9 @@ def pooled_markdown(pooled: dict[str, Any], *, seed: int = 0, sources: Sequence[
     named = {LABELS.get(m, m): graded_scores(ev, seed=seed) for m, ev in pooled["methods"].items()}
     n = sum(len(h) for h in pooled["runs"])
     where = f" ({', '.join(map(str, sources))})" if sources else ""
+    trials = f", {pooled['trials']} trial(s) each" if pooled.get("trials") else ""
     out = [f"Target `{pooled['target']}`, budget B = {pooled['budget']} rollouts, {len(pooled['runs'])} runs{where} "
-           f"on disjoint held-out tasks ({' + '.join(str(len(h)) for h in pooled['runs'])} = {n}), "
-           f"{pooled['trials']} trial(s) each, pooled.", ""]
+           f"on disjoint held-out tasks ({' + '.join(str(len(h)) for h in pooled['runs'])} = {n}){trials}, pooled.", ""]
 
     def table(rows: list[list[str]]) -> list[str]:
         return ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])] + ["| " + " | ".join(r) + " |" for r in rows[1:]]

@@ -200,29 +200,34 @@ class LlamaCppEngine:
     def _prefill_entries(self, rows: list[list[int]], slots: list[int]) -> tuple[list[list[Any]], list[int], int]:
         """What to decode before ``rows`` can continue: ``(entries, entry of each row's last token, tokens to
         prefill)``.  Each row keeps what its slot's cells already hold; with ``share_prompts`` a row that
-        begins as an earlier row of the call takes that beginning from it (the earlier row's cells, or the
-        same entries, marked with both slots) instead of prefilling its own copy."""
+        begins as an earlier row of the call (its donor) takes that beginning from it instead of prefilling
+        its own copy: the positions the donor's slot holds are copied cell by cell, and the donor's entries
+        for the positions after those are marked with this row's slot too.  llama.cpp decodes an entry of
+        several slots only while those slots hold the same positions, so a row shares entries only once
+        its own cells reach exactly as far as the donor's; its last token always gets an entry (its logits)."""
         lib = self._lib
         entries: list[list[Any]] = []
         owner: dict[tuple[int, int], int] = {}  # (row, position) -> the entry that computes it
-        start, last_entry, prefilled = [], [], 0
+        cells: list[int] = []  # per row: positions its slot's cells hold before the entries are decoded
+        last_entry, prefilled = [], 0
         for i, (row, s) in enumerate(zip(rows, slots, strict=True)):
             slot = self.slots[s]
             keep = min(common_length(slot.tokens, row) if slot.adapter == self.active else 0, len(row) - 1)
             lib.llama_memory_seq_rm(self._memory, s, keep, -1)
-            begin = keep
-            if self.share_prompts:
-                donor, shared = max(((j, common_length(rows[j], row)) for j in range(i)), key=lambda p: p[1],
-                                    default=(None, 0))
-                if donor is not None and shared > keep:
-                    held = min(shared, start[donor])  # cells the donor's slot already holds
-                    if held > keep:
-                        lib.llama_memory_seq_cp(self._memory, slots[donor], s, keep, held)
-                    for pos in range(max(keep, start[donor]), shared):
-                        e = owner[(donor, pos)]
-                        entries[e][2].append(s)
-                        owner[(i, pos)] = e
-                    begin = shared
+            held, begin = keep, keep
+            if self.share_prompts and i:
+                donor, shared = max(((j, common_length(rows[j], row)) for j in range(i)), key=lambda p: p[1])
+                if shared > keep and keep <= cells[donor]:
+                    upto = min(shared, cells[donor], len(row) - 1)
+                    if upto > keep:
+                        lib.llama_memory_seq_cp(self._memory, slots[donor], s, keep, upto)
+                        held = begin = upto
+                    if shared > cells[donor] and held == cells[donor]:  # same positions held: share entries
+                        for pos in range(held, shared):
+                            e = owner[(donor, pos)]
+                            entries[e][2].append(s)
+                            owner[(i, pos)] = e
+                        begin = shared
             for pos in range(begin, len(row)):
                 owner[(i, pos)] = len(entries)
                 entries.append([row[pos], pos, [s], False])
@@ -230,7 +235,7 @@ class LlamaCppEngine:
             last = owner[(i, len(row) - 1)]
             entries[last][3] = True
             last_entry.append(last)
-            start.append(keep)
+            cells.append(held)
             self._clock += 1
             slot.tokens, slot.adapter, slot.used = list(row), self.active, self._clock
         return entries, last_entry, prefilled
@@ -254,8 +259,12 @@ class LlamaCppEngine:
 
         t0 = time.perf_counter()
         slots = self._assign(rows)
-        entries, last_entry, prefilled = self._prefill_entries(rows, slots)
-        logits = self._run(entries)
+        try:
+            entries, last_entry, prefilled = self._prefill_entries(rows, slots)
+            logits = self._run(entries)
+        except BaseException:
+            self._forget(slots)
+            raise
         prefill_done = time.perf_counter()
         produced: list[list[int]] = [[] for _ in rows]
         finished = [False] * len(rows)
@@ -274,13 +283,23 @@ class LlamaCppEngine:
                 slot = self.slots[slots[i]]
                 step.append((produced[i][-1], len(slot.tokens), slots[i], True))
                 slot.tokens.append(produced[i][-1])
-            got = self._run(step)
+            try:
+                got = self._run(step)
+            except BaseException:
+                self._forget(slots)
+                raise
             current = np.stack([got[k] for k in range(len(live))])
             steps += 1
         if stats is not None:
             stats.record(rows, produced, prefilled=prefilled, steps=steps, prefill_s=prefill_done - t0,
                          decode_s=time.perf_counter() - prefill_done)
         return produced
+
+    def _forget(self, slots: list[int]) -> None:
+        """After a failed decode: these slots' cells may not hold what their tokens say, so they hold nothing."""
+        for s in slots:
+            self._lib.llama_memory_seq_rm(self._memory, s, 0, -1)
+            self.slots[s].tokens, self.slots[s].adapter = [], None
 
     def close(self) -> None:
         lib = getattr(self, "_lib", None)

@@ -290,8 +290,7 @@ def merge_into_float_gguf(float_model: str | Path, adapter: str | Path | Any, ou
                                                                         f"{where[2][0]} x {where[2][1]}"))
         if where[1] not in FLOAT_TYPES:
             raise ValueError(f"{src.name} stores {name} as {where[1]}: merge into a float copy (float_gguf)")
-        a, b = _delta(ab, module, heads, kv_heads)
-        patches.append((where, torch.from_numpy(np.ascontiguousarray(b)) @ torch.from_numpy(np.ascontiguousarray(a))))
+        patches.append((where, module, ab))  # every weight checked before anything is written
     dtypes = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -300,7 +299,9 @@ def merge_into_float_gguf(float_model: str | Path, adapter: str | Path | Any, ou
     try:
         shutil.copyfile(src, tmp)
         with open(tmp, "r+b") as fh:
-            for (offset, kind, shape), update in patches:
+            for (offset, kind, shape), module, ab in patches:
+                a, b = _delta(ab, module, heads, kv_heads)  # one update in memory at a time
+                update = torch.from_numpy(np.ascontiguousarray(b)) @ torch.from_numpy(np.ascontiguousarray(a))
                 dtype = dtypes[kind]
                 n = shape[0] * shape[1] * torch.finfo(dtype).bits // 8
                 fh.seek(offset)

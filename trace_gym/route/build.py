@@ -28,7 +28,8 @@ def reference_corpus(make_env: Callable[[], Any], seeds: Iterable[int], env_id: 
     ``env_id`` (default: the env's own) is recorded on each trajectory.  An env that also
     offers ``case_names()`` plays its cases in turn (the i-th seed the i-th case, cycling), so
     a few seeds show every kind of conversation the adapter learned rather than the most
-    likely ones.
+    likely ones; a case the seed's world cannot pose (a ``ValueError`` or ``RuntimeError`` at
+    reset) falls back to the case the seed draws.
     """
     from ..capabilities.calibrate import ReferencePolicy
     from ..rollout import rollout
@@ -42,7 +43,12 @@ def reference_corpus(make_env: Callable[[], Any], seeds: Iterable[int], env_id: 
     out = []
     try:
         for i, s in enumerate(seeds):
-            t = rollout(env, ref, s, {"case": cases[i % len(cases)]} if cases else None)
+            try:
+                env.reset(seed=s, options={"case": cases[i % len(cases)]} if cases else None)
+                forced = {"case": cases[i % len(cases)]} if cases else None
+            except (ValueError, RuntimeError):
+                forced = None
+            t = rollout(env, ref, s, forced)
             if env_id is not None:
                 t.env_id = env_id
             if is_success(t.reward, threshold):

@@ -262,7 +262,8 @@ def llamacpp_generate_fn(trainer: Any, model_gguf: str | Path, *, stop_strings: 
     llama.cpp's kernels): the episodes are on-policy to that precision, with no importance
     correction.  Errors: :class:`~trace_gym.policies.base.ModelUnavailableError` without
     ``llama-cpp-python`` or the file; :class:`ValueError` for a model whose trained
-    parameters llama.cpp cannot apply as a LoRA (trained embeddings, head or whole modules).
+    parameters llama.cpp cannot apply as a LoRA (trained embeddings, head or whole modules, or a
+    model trained without LoRA).
     """
     import tempfile
 
@@ -282,18 +283,22 @@ def llamacpp_generate_fn(trainer: Any, model_gguf: str | Path, *, stop_strings: 
     model = trainer.accelerator.unwrap_model(trainer.model)
     batch = int(trainer.args.per_device_train_batch_size)
     state = getattr(trainer, "_trace_gym_llamacpp", None)
+    peft = hasattr(model, "peft_config")
+    if not peft and any(p.requires_grad for p in model.parameters()):
+        raise ValueError("backend=llamacpp samples from a trained LoRA merged into the model's GGUF; this model trains "
+                         "its own weights: use backend=transformers")
     if state is None or state["source"] != model_gguf or state["slots"] < batch:
-        if state is not None:
+        if state is not None and state["engine"] is not None:
             state["engine"].close()
         path = cached_float_gguf(model_gguf, model_cache_dir() / "llamacpp", weight_type=weight_type)
         state = {"source": model_gguf, "float": path, "slots": batch, "calls": 0, "stats": DecodeStats(),
                  "dir": tempfile.TemporaryDirectory(prefix="trace-gym-sampler-"), "engine": None}
         trainer._trace_gym_llamacpp = state
-    if hasattr(model, "peft_config") or state["engine"] is None:  # the trained weights as they are now
+    if peft or state["engine"] is None:  # the trained weights as they are now
         if state["engine"] is not None:
             state["engine"].close()
-        path = (merge_into_float_gguf(state["float"], model, Path(state["dir"].name) / "policy.gguf")
-                if hasattr(model, "peft_config") else state["float"])
+            state["engine"] = None
+        path = merge_into_float_gguf(state["float"], model, Path(state["dir"].name) / "policy.gguf") if peft else state["float"]
         state["engine"] = LlamaCppEngine(path, slots=batch, share_prompts=True)
     engine = state["engine"]
     state["calls"] += 1
