@@ -79,20 +79,25 @@ def test_adapters_llama_cpp_cannot_apply_are_refused_by_name(tmp_path):
         write_lora_gguf(tmp_path, tmp_path / "bad.gguf", architecture="llama", heads=4, kv_heads=2)
 
 
+def _smollm2_and_gguf():
+    """SmolLM2 (model, tokenizer) and the GGUF it was loaded from; the test skips without them."""
+    from trace_gym.policies.hf import load_smollm2
+    from trace_gym.policies.hf_models import smollm2_gguf_path
+
+    try:
+        return (*load_smollm2(), smollm2_gguf_path())
+    except ModelUnavailableError as exc:
+        pytest.skip(str(exc))
+
+
 def test_a_merged_gguf_is_the_model_with_the_adapter_merged(tmp_path):
     """The merged GGUF, read back by transformers (which undoes llama.cpp's rotary row order), gives the
     logits of the PEFT model: the update lands in the right rows of every weight, metadata intact."""
     from transformers import AutoModelForCausalLM
 
-    from trace_gym.policies.hf import load_smollm2
-    from trace_gym.policies.hf_models import smollm2_gguf_path
     from trace_gym.policies.lora_gguf import float_gguf
 
-    try:
-        model, tok = load_smollm2()
-        source = smollm2_gguf_path()
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    model, tok, source = _smollm2_and_gguf()
     pm = _strong_adapter(tmp_path / "a", model, r=4)
     ids = tok("The capital of France is Paris. The capital of Spain is", return_tensors="pt")["input_ids"]
     with torch.no_grad():
@@ -126,15 +131,9 @@ def test_merging_into_a_float_copy_patches_only_the_adapted_weights(tmp_path):
     """:func:`merge_into_float_gguf` gives the file :func:`float_gguf` writes with the adapter merged, up to one
     rounding of the float type (the copy's weights were rounded once already), from a folder or a model in
     memory alike; an adapter of another model or a 4-bit source is refused by name, nothing left behind."""
-    from trace_gym.policies.hf import load_smollm2
-    from trace_gym.policies.hf_models import smollm2_gguf_path
     from trace_gym.policies.lora_gguf import float_gguf, merge_into_float_gguf
 
-    try:
-        model, _ = load_smollm2()
-        source = smollm2_gguf_path()
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    model, _, source = _smollm2_and_gguf()
     pm = _strong_adapter(tmp_path / "a", model, r=4)
     plain = float_gguf(source, tmp_path / "plain.gguf", weight_type="F16")
     whole = float_gguf(source, tmp_path / "whole.gguf", weight_type="F16", adapter_dir=tmp_path / "a")
