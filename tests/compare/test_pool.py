@@ -38,6 +38,9 @@ def test_a_run_and_its_swap_pool_into_one_paired_difference_over_every_task(tmp_
         (tmp_path / f"r{i}" / "compare.json").write_text(json.dumps(d))
     out = write_pooled([tmp_path / "r0", tmp_path / "r1"], tmp_path / "pooled")
     md = (tmp_path / "pooled" / "pooled.md").read_text()
+    # a compare.json given as a file (a committed result) pools like its folder
+    again = write_pooled([tmp_path / "r0" / "compare.json", tmp_path / "r1"], tmp_path / "again")["markdown"]
+    assert again.split("\n", 1)[1] == md.split("\n", 1)[1]  # all but the line naming the sources
     assert "3 + 2 = 5" in md and out["markdown"] == md
     # by hand: the differences over the five tasks are +0.5, 0, 0, +0.3, -0.2
     want = paired_difference({"t1": [0.0], "t2": [0.5], "t3": [1.0], "u1": [0.0], "u2": [0.2]},
@@ -88,3 +91,4 @@ def test_pooling_is_the_paired_difference_of_the_joined_tasks(pairs, cut):
     want = paired_difference({t: [b] for t, b in zip(tasks, base, strict=True)}, {t: [r] for t, r in zip(tasks, trace, strict=True)}, seed=3)
     assert got == want
     assert np.isclose(got["value"], np.mean(np.array(trace) - np.array(base)))
+

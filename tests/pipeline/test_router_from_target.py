@@ -58,6 +58,10 @@ def test_target_failures_lacking_a_capability_enter_its_adapter_corpus(tmp_path)
     assert from_target, sources  # the target's own failed conversations, labelled lacking the capability
     assert len(sources) > len(from_target)  # beside the capability env's reference solutions
     assert routing.n == len(rollouts.trajectories()) and sum(map(sum, (r.values() for r in routing.confusion.values()))) == routing.n
+    # each episode routed again with its own example left out, counted over the same episodes
+    assert routing.loo_correct is not None and 0 <= routing.loo_correct <= routing.n
+    assert sum(map(sum, (r.values() for r in routing.loo_confusion.values()))) == routing.n
+    assert len(set(sources)) == len(sources)  # every target example names its own task
 
     held_rollouts = play_rollouts(target, _jobs(held, variants_for), tmp_path / "held.jsonl")
     rep = held_out_routing(held_rollouts.trajectories(), analysis, [adapter], tmp_path / "router_index")

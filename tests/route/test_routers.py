@@ -153,3 +153,29 @@ def test_reference_corpus_plays_every_case_of_an_env_that_names_them(toolsandbox
     assert [t.reset_info["case"] for t in trajs] == names
     again = reference_corpus(make, range(len(names)))
     assert [t.transcript for t in again] == [t.transcript for t in trajs]  # same seeds, same examples
+
+
+def test_leave_one_out_routes_each_episode_without_its_own_example(router):
+    from types import SimpleNamespace
+
+    from trace_gym.route.build import example_source, leave_one_out, routing_accuracy
+
+    a = SimpleNamespace(env_id="trace/toolsandbox-v0", seed=0, options={"scenario": "a"})
+    b = SimpleNamespace(env_id="trace/toolsandbox-v0", seed=0, options={"scenario": "b"})
+    assert example_source(a) != example_source(b)  # one env, one seed, two tasks
+    assert example_source(SimpleNamespace(env_id="e", seed=3, options=None)) == "e#3"
+    index = router.index
+    dropped = index.without({"test:0"})  # the first example of every label
+    assert len(dropped.texts) == len(index.texts) - 3 and "test:0" not in dropped.sources
+    assert dropped.vectors.shape == (len(dropped.texts), index.vectors.shape[1])
+    assert len(index.without(set()).texts) == len(index.texts)
+    # Asked its own text, the whole index finds the example itself (cosine 1); with that example left out, no
+    # other example is as close, and the strict router falls back to no adapter.
+    own = EXAMPLES["cap-refund-policy"][1]
+    convs = [(conv(own), None, "cap-refund-policy", "test:1")]
+    strict = {"k": 1, "min_similarity": 0.9}
+    assert routing_accuracy(RetrievalRouter(index, router.embedder, **strict), [c[:3] for c in convs]).correct == 1
+    rep = leave_one_out(index, convs, router.embedder, **strict)
+    assert (rep.n, rep.correct, rep.confusion) == (1, 0, {"cap-refund-policy": {NO_ADAPTER: 1}})
+    # a source the index does not hold leaves it whole
+    assert leave_one_out(index, [(*convs[0][:3], "elsewhere")], router.embedder, **strict).correct == 1

@@ -247,9 +247,12 @@ def test_training_with_shared_prefix_gives_the_adapter_of_training_without(tmp_p
     shared, res_shared = run("shared", True)
     assert res_plain.reward_curve == res_shared.reward_curve and res_plain.rollouts == res_shared.rollouts
     # Loss and gradients agree to 1e-5 (the exactness tests above).  Adam divides each gradient entry by its own
-    # running scale, so float-order differences in near-zero entries become differences of up to the step size:
-    # the adapters agree to a small share of the learning rate, not to float precision.
-    assert max(float((plain[k] - shared[k]).abs().max()) for k in plain) <= 0.05 * LR
+    # running scale, so a float-order difference in a near-zero entry can flip that entry's step (a difference
+    # of up to 2 × LR in one entry): per tensor, the adapters agree to a small share of their norm, not entry by
+    # entry to float precision.
+    rel = {k: float((plain[k] - shared[k]).norm() / plain[k].norm().clamp_min(1e-12)) for k in plain}
+    assert max(rel.values()) <= 1e-2, sorted(rel.items(), key=lambda kv: -kv[1])[:3]
+    assert max(float((plain[k] - shared[k]).abs().max()) for k in plain) <= 2.5 * LR
     assert max(float(v.abs().max()) for k, v in plain.items() if "lora_B" in k) > LR  # it trained
     rows = [json.loads(x) for x in (res_shared.out / "metrics.jsonl").read_text().splitlines()]
     assert all(r["trace/prefix_shared_fraction"] > 0.2 for r in rows)

@@ -50,8 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", default=None, help="a JSON or YAML file of compare config fields (flags override it)")
     p.add_argument("--redraw", default=None, metavar="DIR", help="only rebuild the table and plot from DIR's JSON")
     p.add_argument("--pool", nargs="+", default=None, metavar="DIR",
-                   help="only pool the finished runs in these folders (disjoint held-out tasks, e.g. a run and its "
-                        "swapped folds) into one report under --out")
+                   help="only pool the finished runs in these folders, or their compare.json files (disjoint "
+                        "held-out tasks, e.g. a run and its swapped folds), into one report under --out")
     p.set_defaults(func=_run)
 
 

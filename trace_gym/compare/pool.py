@@ -30,10 +30,11 @@ _FREE = {"out", "train_split", "test_split", "train_tasks", "test_tasks", "metho
 
 
 def load_runs(dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
-    """The ``compare.json`` of each folder; :class:`ValueError` naming a folder without one."""
+    """The ``compare.json`` of each folder (or each ``compare.json`` file given itself, e.g. a committed
+    result); :class:`ValueError` naming a folder without one."""
     docs = []
     for d in dirs:
-        path = Path(d) / "compare.json"
+        path = Path(d) if Path(d).is_file() else Path(d) / "compare.json"
         if not path.is_file():
             raise ValueError(f"{d} holds no compare.json: run the comparison there first (or pass its --out folder)")
         doc = json.loads(path.read_text(encoding="utf-8"))

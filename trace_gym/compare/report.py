@@ -131,8 +131,12 @@ def routing_markdown(doc: dict[str, Any]) -> str:
     lines = ["| analysis label | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
     for truth in sorted(rep["confusion"]):
         lines.append(f"| {truth} | " + " | ".join(str(rep["confusion"][truth].get(c, 0)) for c in cols) + " |")
+    train = (doc.get("details", {}).get("trace") or {}).get("routing") or {}
+    loo = (f" On its {train['n']} train episodes, each routed with its own example left out of the index, "
+           f"{train['loo_correct']}/{train['n']} agree (with the index whole: {train.get('correct')}/{train['n']})."
+           if train.get("loo_correct") is not None and train.get("n") else "")
     return (f"\n\nTRACE's routing of the {rep['n']} held-out tasks: the analysis label of the base model's episode "
-            f"(rows) against the adapter the router chose (columns); {rep['correct']}/{rep['n']} agree.\n\n"
+            f"(rows) against the adapter the router chose (columns); {rep['correct']}/{rep['n']} agree.{loo}\n\n"
             + "\n".join(lines) + "\n")
 
 

@@ -264,11 +264,15 @@ def show(ctx: Context, name: str, result: Any) -> None:
                           f"{[round(r, 2) for _, r in a.reward_curve]}")
     elif name == "routing":
         report = {"index_examples": result.index_examples, "n": result.n, "correct": result.correct,
-                  "accuracy": result.accuracy, "confusion": result.confusion}
+                  "accuracy": result.accuracy, "confusion": result.confusion, "loo_correct": result.loo_correct,
+                  "loo_confusion": result.loo_confusion}
         atomic_write_json(ctx.out / "routing.json", report)
+        loo = f"; with each one's own example left out: {result.loo_accuracy:.2f}" if result.loo_accuracy is not None else ""
         console.print(f"router index: {result.index_examples} examples; routing accuracy on the {result.n} target "
-                      f"trajectories (truth = analysis labels): {result.accuracy:.2f}")
+                      f"trajectories (truth = analysis labels): {result.accuracy:.2f}{loo}")
         console.print(f"confusion (true → predicted): {result.confusion}")
+        if result.loo_confusion:
+            console.print(f"left out (true → predicted): {result.loo_confusion}")
         for line in result.missing:
             console.print(f"[yellow]warning:[/yellow] {line}", highlight=False)
 

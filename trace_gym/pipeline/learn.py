@@ -182,6 +182,12 @@ class Routing(StageOutput):
     rollouts: int = 0
     skipped: str | None = None
     missing: list[str] = field(default_factory=list)  # one line per adapter the index holds no example of
+    loo_correct: int | None = None  # the same episodes, each routed with its own example left out of the index
+    loo_confusion: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def loo_accuracy(self) -> float | None:
+        return self.loo_correct / self.n if self.loo_correct is not None and self.n else None
 
     def artifacts(self) -> list[str]:
         return [f"{self.index}.json", f"{self.index}.npy"] if self.index else []
@@ -200,12 +206,13 @@ def build_router(adapters: list[TrainedAdapter], specs: dict[str, str], rollouts
     is dropped.  A failed target episode lacking capability c (by the analysis' labels,
     :func:`~trace_gym.route.build.true_route_labels`) is an example of c: the conversations
     the adapter must receive at evaluation look like it, not like the synthetic env's.
-    Accuracy and confusion are measured on the same train episodes (held-out routing is
-    :func:`held_out_routing`).
+    Accuracy and confusion are measured on the same train episodes, once with the index whole (each finds
+    its own example) and once leaving each episode's own example out (``loo_*``: what a new conversation
+    like it would get); held-out routing is :func:`held_out_routing`.
     """
     from ..analysis.pipeline import trajectory_id
     from ..route.base import NO_ADAPTER
-    from ..route.build import build_index, reference_corpus, routing_accuracy
+    from ..route.build import build_index, example_source, leave_one_out, reference_corpus, routing_accuracy
     from ..route.embed import Embedder
     from ..route.retrieval import RetrievalRouter
 
@@ -229,17 +236,19 @@ def build_router(adapters: list[TrainedAdapter], specs: dict[str, str], rollouts
                "conversation can reach it; raise the routing seeds (routing_seeds) or play more base rollouts"
                for a in adapters if not corpora[a.adapter]]
     used = budget.stage_used("routing") if budget is not None else 0
+    emb = Embedder(embedder)
     try:
-        index = build_index(corpora, Embedder(embedder), success=0.0)
+        index = build_index(corpora, emb, success=0.0)
     except ValueError as exc:
         return Routing(skipped=f"no router index: {exc}", rollouts=used, missing=missing)
     path = Path(index_path)
     index.save(path)
-    convs = [(t.transcript or t.messages, t.tools or None, truth[trajectory_id(t)]) for t in target_trajs
+    convs = [(t.transcript or t.messages, t.tools or None, truth[trajectory_id(t)], example_source(t)) for t in target_trajs
              if trajectory_id(t) in truth]
-    rep = routing_accuracy(RetrievalRouter(index), convs)
+    rep = routing_accuracy(RetrievalRouter(index, emb), [c[:3] for c in convs])
+    loo = leave_one_out(index, convs, emb)
     return Routing(str(path), dict(Counter(index.labels)), len(index.texts), sorted(set(index.labels)), rep.n, rep.correct,
-                   rep.accuracy, rep.confusion, used, missing=missing)
+                   rep.accuracy, rep.confusion, used, missing=missing, loo_correct=loo.correct, loo_confusion=loo.confusion)
 
 
 def _analysis_routes(analysis: Analysis, adapters: list[TrainedAdapter], label_runs: list[Any] | None = None) -> dict[str, str]:

@@ -8,6 +8,7 @@ trajectories the base model already passes.  Success is :func:`trace_gym.core.ou
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -17,8 +18,10 @@ from ..core.outcome import DEFAULT_THRESHOLD, is_success, success_threshold
 from .base import NO_ADAPTER, Router, first_user_message, tool_names
 from .embed import Embedder
 from .index import RouterIndex
+from .retrieval import RetrievalRouter
 
-__all__ = ["build_index", "reference_corpus", "RoutingReport", "routing_accuracy", "true_route_labels"]
+__all__ = ["build_index", "example_source", "leave_one_out", "reference_corpus", "RoutingReport", "routing_accuracy",
+           "true_route_labels"]
 
 
 def reference_corpus(make_env: Callable[[], Any], seeds: Iterable[int], env_id: str | None = None) -> list[Any]:
@@ -58,6 +61,13 @@ def reference_corpus(make_env: Callable[[], Any], seeds: Iterable[int], env_id: 
     return out
 
 
+def example_source(t: Any) -> str:
+    """Where an index example came from: ``env_id#seed``, and the reset options that pick its task when there
+    are any (one env plays many tasks from seed 0)."""
+    opts = getattr(t, "options", None)
+    return f"{t.env_id}#{t.seed}" + (f"#{json.dumps(opts, sort_keys=True, default=str)}" if opts else "")
+
+
 def build_index(corpora: Mapping[str, Iterable[Any]], embedder: Embedder | None = None, success: float = DEFAULT_THRESHOLD,
                 max_per_label: int = 64) -> RouterIndex:
     """``corpora`` maps an adapter name (or NO_ADAPTER) to trajectories (``.transcript``/``.messages``, ``.reward``);
@@ -75,7 +85,7 @@ def build_index(corpora: Mapping[str, Iterable[Any]], embedder: Embedder | None 
             if text and key not in seen:
                 seen.add(key)
                 texts.append(text)
-                sources.append(f"{t.env_id}#{t.seed}")
+                sources.append(example_source(t))
                 tools.append(names)
             if len(texts) >= max_per_label:
                 break
@@ -124,15 +134,33 @@ class RoutingReport:
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "correct": self.correct, "accuracy": self.accuracy, "confusion": self.confusion}
 
+    def add(self, truth: str, routed: str) -> None:
+        self.n += 1
+        self.correct += int(routed == truth)
+        row = self.confusion.setdefault(truth, {})
+        row[routed] = row.get(routed, 0) + 1
+
 
 def routing_accuracy(router: Router, conversations: Iterable[tuple[list[dict[str, Any]], list[dict[str, Any]] | None, str]]
                      ) -> RoutingReport:
     """Route each ``(messages, tools, truth)`` and count agreement with ``truth``."""
     rep = RoutingReport(0, 0)
     for messages, tools, truth in conversations:
-        pred = router.route(messages, tools)
-        rep.n += 1
-        rep.correct += int(pred == truth)
-        rep.confusion.setdefault(truth, {}).setdefault(pred, 0)
-        rep.confusion[truth][pred] += 1
+        rep.add(truth, router.route(messages, tools))
+    return rep
+
+
+def leave_one_out(index: RouterIndex, conversations: Iterable[tuple[list[dict[str, Any]], list[dict[str, Any]] | None, str, str]],
+                  embedder: Embedder | None = None, **router_kwargs: Any) -> RoutingReport:
+    """Route each ``(messages, tools, truth, source)`` with a :class:`RetrievalRouter` over ``index`` less the
+    examples of that ``source`` (:func:`example_source`), and count agreement with ``truth``.
+
+    Routing the index's own episodes with the index whole finds each one's own example at
+    cosine 1; leaving it out asks what an unseen conversation like it would get.
+    """
+    embedder = embedder or Embedder(index.model)
+    rep = RoutingReport(0, 0)
+    for messages, tools, truth, source in conversations:
+        part = index.without({source})
+        rep.add(truth, RetrievalRouter(part, embedder, **router_kwargs).route(messages, tools) if part.texts else NO_ADAPTER)
     return rep

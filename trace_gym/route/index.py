@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,14 @@ class RouterIndex:
         self.sources += sources
         self.tools += [sorted(t) if t is not None else None for t in tools]
         self.vectors = vectors if self.vectors is None or len(self.vectors) == 0 else np.vstack([self.vectors, vectors])
+
+    def without(self, sources: Collection[str]) -> RouterIndex:
+        """A copy without the examples whose source is in ``sources`` (leave-one-out routing)."""
+        drop = set(sources)
+        keep = [i for i, s in enumerate(self.sources) if s not in drop]
+        vectors = self.vectors[keep] if self.vectors is not None and len(self.vectors) else self.vectors
+        return RouterIndex(self.model, [self.texts[i] for i in keep], [self.labels[i] for i in keep],
+                           [self.sources[i] for i in keep], vectors, [self.tools[i] for i in keep])
 
     def tool_agreement(self, tools: list[str] | None) -> np.ndarray:
         """Per example, the Jaccard overlap of its offered tools with ``tools`` (1 where either side is not known)."""
