@@ -51,6 +51,7 @@ def test_demo_tiny_end_to_end_and_resume(private_dir):
     assert [a["name"] for a in manifest["adapters"]] == [adapter["name"]]
     assert (out / "adapters" / "router_index.json").exists()
     assert 0 <= stages["routing"]["found"]["accuracy"] <= 1 and stages["routing"]["found"]["n"] == stages["rollouts"]["found"]["episodes"]
+    assert 0 <= stages["routing"]["found"]["loo_correct"] <= stages["routing"]["found"]["n"]  # each without its own example
     ev = stages["evaluation"]["found"]
     assert set(ev) >= {"base", "routed"} and (out / "eval" / "comparison.png").exists()
     written = json.loads((out / "summary.json").read_text())

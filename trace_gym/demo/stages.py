@@ -355,7 +355,7 @@ def summarize(ctx: Context, row: str, extra: dict[str, Any]) -> tuple[dict[str, 
         if res is None or res.skipped:
             return {"skipped": "no adapter" if res is None else res.skipped}, [], "skipped: no adapter to route to"
         found = {"index_examples": res.index_examples, "n": res.n, "correct": res.correct, "accuracy": res.accuracy,
-                 "confusion": res.confusion}
+                 "confusion": res.confusion, "loo_correct": res.loo_correct}
         arts = [_rel(a) for a in res.artifacts()] + [_rel(ctx.out / "routing.json")]
         return found, arts, f"accuracy {res.correct}/{res.n} = {res.accuracy:.2f} (index: {res.index_examples})"
     res = r["evaluation"]
