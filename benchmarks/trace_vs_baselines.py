@@ -23,8 +23,9 @@ Presets
              method.  TRACE: the base model on 24 train scenarios, then up to three capability
              envs, tuned toward the paper's 20–60% band (one round), whose adapters are
              SFT-only — 24 of their env's own reference episodes each (every fourth with a
-             recovered tool error), 30 detached-prompt steps, no GRPO (at CPU budgets GRPO after
-             such a warm start lowered the score, ``learning_cpu.py``), said in its note — and
+             recovered tool error) and the 18 episodes of the shared format warm start rehearsed
+             beside them (not charged again), 30 detached-prompt steps, no GRPO (at CPU budgets GRPO
+             after such a warm start lowered the score, ``learning_cpu.py``), said in its note — and
              a router whose index holds 5 reference episodes of each adapter's env (its cases in
              turn) and the
              target's failed train episodes the analysis labelled.  Base rollouts, calibration,
@@ -107,7 +108,8 @@ PRESETS: dict[str, dict[str, Any]] = {
                "sft_max_steps": 30, "sft_learning_rate": 4e-4, "sft_prefix_grad": "detached", "sft_recover_every": 4,
                "gradient_checkpointing": False},
         gepa_val=4, gepa_minibatch=2, base_tasks=24, base_samples=1, calib_seeds=2, calib_samples=2, routing_seeds=5,
-        band=[0.2, 0.6], tune_rounds=1, max_capabilities=3, batch_size=8, cap_warm_demos=24, trace_grpo_steps=0),
+        band=[0.2, 0.6], tune_rounds=1, max_capabilities=3, batch_size=8, cap_warm_demos=24, trace_grpo_steps=0,
+        cap_rehearsal=True),
     "gpu": dict(
         target="trace/tau2-retail-v0", model="Qwen/Qwen2.5-7B-Instruct", budget=512, trials=4,
         env_kwargs={"max_steps": 30}, cap_env_kwargs={"max_steps": 30},

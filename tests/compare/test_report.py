@@ -12,3 +12,16 @@ def test_the_routing_section_shows_held_out_and_left_out_train_routing():
     del doc["details"]["trace"]["routing"]["loo_correct"]  # a run from before leave-one-out: the held-out part alone
     assert "left out" not in routing_markdown(doc) and "2/3 agree" in routing_markdown(doc)
     assert routing_markdown({"details": {}}) == ""
+    doc["details"]["trace"]["routing"]["rule"] = "gate"
+    assert "routing (rule `gate`) of the 3 held-out tasks" in routing_markdown(doc)
+
+
+def test_the_ledger_says_what_the_adapters_rehearsed_without_charging_it():
+    from trace_gym.compare.report import ledger_markdown
+
+    adapters = [{"demonstrations": 24, "rehearsed": 18}, {"demonstrations": 24, "rehearsed": 18}]
+    doc = {"methods": {"trace": {"rollouts": 120, "budget": 168}},
+           "details": {"trace": {"budget": {"by_stage": {"train:a": 60, "train:b": 60}}, "adapters": adapters}}}
+    md = ledger_markdown(doc)
+    assert "| TRACE" in md and "| 120 | 168 |" in md
+    assert "48 of them reference episodes" in md and "rehearsed 36 episodes of the shared warm start (not charged" in md

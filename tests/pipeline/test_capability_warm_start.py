@@ -83,3 +83,25 @@ def test_demonstrations_beyond_the_budget_are_refused_before_training(toolsandbo
         train_capability(ENV, "cap-x", tmp_path / "adapters", model="tiny", seed=0, train=TRAIN, steps=0,
                          env_kwargs={"max_steps": 4}, budget=budget, warm_demos=2)
     assert not (tmp_path / "adapters" / "cap-x" / "adapter_model.safetensors").exists()
+
+
+def test_rehearsal_adds_the_shared_warm_starts_episodes_without_charging_them(toolsandbox_data, tmp_path):
+    """``Rehearsal``: an adapter's SFT also trains on the episodes the shared warm start was made from (the same
+    envs, tasks and seed), so it keeps what that start taught; they were played once already and are not charged."""
+    from trace_gym.pipeline.learn import Rehearsal
+    from trace_gym.train.demos import build_demonstrations
+
+    other = "trace/cap-ts-insufficient-information-v0"
+    rehearsal = Rehearsal((other,), 2, seed=0)
+    demos = rehearsal.demonstrations()
+    assert [d.env_id for d in demos] == [other, other]
+    same = build_demonstrations([other], 2, seed=0).demos  # what a warm start on that env with that seed plays
+    assert [d.messages for d in demos] == [d.messages for d in same]
+    budget = RolloutBudget(4, tmp_path / "budget.json")
+    a = train_capability(ENV, "cap-r", tmp_path / "adapters", model="tiny", seed=0, train=TRAIN, steps=0,
+                         env_kwargs={"max_steps": 4}, budget=budget, warm_demos=2, rehearsal=rehearsal)
+    assert a.skipped is None and a.demonstrations == 2 and a.rehearsed == 2 and a.rollouts == 2 == budget.used
+    entry = json.loads((tmp_path / "adapters" / "manifest.json").read_text())["adapters"][0]
+    assert entry["rehearsed"] == 2 and entry["demonstrations"] == 2
+    record = json.loads((Path(a.path) / "warm_start.json").read_text())
+    assert record["demonstrations"] == 4 and set(record["per_env"]) == {ENV["env_id"], other}

@@ -179,3 +179,39 @@ def test_leave_one_out_routes_each_episode_without_its_own_example(router):
     assert (rep.n, rep.correct, rep.confusion) == (1, 0, {"cap-refund-policy": {NO_ADAPTER: 1}})
     # a source the index does not hold leaves it whole
     assert leave_one_out(index, [(*convs[0][:3], "elsewhere")], router.embedder, **strict).correct == 1
+
+
+def test_gate_keeps_what_the_base_model_passes_and_sends_the_rest_to_an_adapter(tmp_path):
+    """``rule="gate"``: a conversation stays with the base model only when the nearest example offering exactly
+    its tools is one the base model passed; otherwise the adapters' examples vote, and with no vote the
+    fallback adapter answers. Settings stored with the index route every router loaded from it alike."""
+    emb = Embedder()
+    ask = "Remove the phone number +12453344098 from my contacts"
+    texts = [ask, ask, "Add a reminder to buy milk tomorrow at 5 PM"]
+    index = RouterIndex(emb.model_name)
+    index.add(texts, [NO_ADAPTER, "cap-multi", "cap-time"], ["s0", "s1", "s2"], emb.encode(texts),
+              [["search_contacts"], ["remove_contact", "search_contacts"], ["add_reminder"]])
+    index.settings = {"rule": "gate", "fallback": "cap-multi"}
+    gate = RetrievalRouter(index, emb)
+    assert gate.rule == "gate" and gate.fallback == "cap-multi"
+    withheld, full = [_fn("search_contacts")], [_fn("remove_contact"), _fn("search_contacts")]
+    assert gate.kept_by_base(conv(ask), withheld) and gate.route(conv(ask), withheld) == NO_ADAPTER
+    assert not gate.kept_by_base(conv(ask), full) and gate.route(conv(ask), full) == "cap-multi"
+    # another request: no base success near it, the adapters' examples vote (cosine times tool overlap squared)
+    assert gate.route(conv("Remind me to buy milk tomorrow at 5 PM"), [_fn("add_reminder")]) == "cap-time"
+    # nothing close enough votes: the fallback adapter; the vote rule sends the same conversation to none
+    far = conv("Quantum chromodynamics lattice simulations")
+    assert RetrievalRouter(index, emb, min_similarity=0.9).route(far, [_fn("y")]) == "cap-multi"
+    assert RetrievalRouter(index, emb, min_similarity=0.9, rule="vote").route(far, [_fn("y")]) == NO_ADAPTER
+    # no user message: no adapter, whatever the rule
+    assert gate.route([{"role": "system", "content": "x"}]) == NO_ADAPTER
+    # the settings travel with the index (and with a leave-one-out copy of it)
+    index.save(tmp_path / "idx")
+    loaded = RouterIndex.load(tmp_path / "idx")
+    assert loaded.settings == index.settings and index.without({"s1"}).settings == index.settings
+    again = RetrievalRouter(loaded, emb)
+    assert again.route(conv(ask), full) == "cap-multi" and again.route(conv(ask), withheld) == NO_ADAPTER
+    # leaving out the only example of the fallback keeps it answerable
+    assert "cap-multi" in RetrievalRouter(index.without({"s1"}), emb).labels
+    with pytest.raises(ValueError, match="unknown routing rule"):
+        RetrievalRouter(index, emb, rule="majority")

@@ -54,6 +54,7 @@ from ..pipeline import (
 from ..progress import track
 from ..tau2.entries import env_id_for
 from . import methods as M
+from .resume import check_config
 
 __all__ = ["CompareConfig", "run_compare", "run_scaling", "METHODS", "base_survey", "trace_plan", "base_jobs"]
 
@@ -107,6 +108,10 @@ class CompareConfig:
     # TRACE only: GRPO steps per capability adapter after its warm start (None: as many as the budget allows, up to
     # max_train_steps; 0: SFT-only adapters, said in the method's note)
     trace_grpo_steps: int | None = None
+    # TRACE only: each adapter's SFT also keeps the shared warm start's reference episodes (not charged again;
+    # needs the warm start and cap_warm_demos), so that it keeps what that start taught, refusals included.
+    cap_rehearsal: bool = False
+    router_rule: str = "vote"  # retrieval routing rule: "vote" or "gate" (see RetrievalRouter)
     embedder: str | None = None
     # GEPA
     gepa_minibatch: int = 3
@@ -149,6 +154,15 @@ class CompareConfig:
                              "episodes each adapter learns from")
         if "trace" in self.methods and self.cap_warm_demos:
             self._check_warm_budget()
+        if self.cap_rehearsal and not self.cap_warm_demos:
+            raise ValueError("cap_rehearsal adds the warm start's episodes to each adapter's SFT: set cap_warm_demos too")
+        if self.cap_rehearsal and "trace" in self.methods and not self.warm_start_on():
+            raise ValueError("cap_rehearsal rehearses the shared warm start's episodes: it needs the warm start "
+                             "(warm_start true, and a model that can be trained)")
+        from ..route.retrieval import RULES
+
+        if self.router_rule not in RULES:
+            raise ValueError(f"router_rule must be one of {list(RULES)}, got {self.router_rule!r}")
         from ..pipeline.warm import check_warm_fields
 
         check_warm_fields(self)
@@ -320,10 +334,20 @@ def trace_plan(cfg: CompareConfig, budget: RolloutBudget, root: Path, tasks: lis
         cap_env_kwargs=cfg.cap_env_kwargs, calib_seeds=cfg.calib_seeds, calib_samples=cfg.calib_samples, mastered=cfg.mastered,
         band=tuple(cfg.band) if cfg.band else None, tune_rounds=cfg.tune_rounds,
         train=cfg.train, max_train_steps=cfg.max_train_steps if cfg.trace_grpo_steps is None else cfg.trace_grpo_steps,
-        warm_demos=cfg.cap_warm_demos,
+        warm_demos=cfg.cap_warm_demos, rehearsal=_rehearsal(cfg),
         name_adapter=lambda i, cap: f"cap-{i}-{cap}",
-        routing_seeds=cfg.routing_seeds, embedder=cfg.embedder, budget=budget,
+        routing_seeds=cfg.routing_seeds, router_rule=cfg.router_rule, embedder=cfg.embedder, budget=budget,
         rollouts_path=root / "trace" / "base_rollouts.jsonl", index_path=root / "trace" / "router_index")
+
+
+def _rehearsal(cfg: CompareConfig) -> Any:
+    """The shared warm start's episodes, for ``cap_rehearsal`` (``None`` when off)."""
+    settings = _warm_settings(cfg) if cfg.cap_rehearsal else None
+    if settings is None:
+        return None
+    from ..pipeline.learn import Rehearsal
+
+    return Rehearsal(tuple(settings.envs), settings.seeds_per_env, settings.seed)
 
 
 def _trace(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any], st: StageStore) -> dict[str, Any]:
@@ -456,24 +480,6 @@ def _warm_start(cfg: CompareConfig, settings: Any, out: Path, log: Callable[[str
     return {**ws.to_dict(), "shared": True, "rollouts": 0}
 
 
-_FREE_KEYS = {"out", "methods", "survey_domains", "survey_tasks", "batch_size"}  # may change between resumes
-
-
-def _check_same_config(cfg: CompareConfig, root: Path) -> None:
-    """A resumed run must use the configuration its stored stages were made with."""
-    path = root / "config.json"
-    now = {k: v for k, v in cfg.to_dict().items() if k not in _FREE_KEYS}
-    if path.exists():
-        before = json.loads(path.read_text(encoding="utf-8"))
-        # a key only one side has (a field added by a newer version) counts as unchanged
-        changed = sorted(k for k in set(before) | set(now) if before.get(k, now.get(k)) != now.get(k, before.get(k)))
-        if changed:
-            raise ValueError(f"{root} holds a run with a different configuration (changed: {', '.join(changed)}); "
-                             "use another --out or delete the folder")
-    else:
-        atomic_write_json(path, now)
-
-
 def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budget_dir: Path | None = None,
                 shared: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run (or resume) one comparison at ``cfg.budget``; writes and returns ``compare.json``'s content."""
@@ -490,7 +496,7 @@ def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budge
         finished_warm_start(out / "warm_start", warm_settings)
     splits = StageStore(out, log=log).run("splits", lambda: _splits(cfg))
     root = budget_dir or out
-    _check_same_config(cfg, root)
+    check_config(cfg, root, log)
     warm = _warm_start(cfg, warm_settings, out, log)  # every method below starts from the same weights
     st = StageStore(root, log=log)
     B = cfg.budget

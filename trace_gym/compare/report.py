@@ -135,7 +135,8 @@ def routing_markdown(doc: dict[str, Any]) -> str:
     loo = (f" On its {train['n']} train episodes, each routed with its own example left out of the index, "
            f"{train['loo_correct']}/{train['n']} agree (with the index whole: {train.get('correct')}/{train['n']})."
            if train.get("loo_correct") is not None and train.get("n") else "")
-    return (f"\n\nTRACE's routing of the {rep['n']} held-out tasks: the analysis label of the base model's episode "
+    rule = f" (rule `{train['rule']}`)" if train.get("rule") and train["rule"] != "vote" else ""
+    return (f"\n\nTRACE's routing{rule} of the {rep['n']} held-out tasks: the analysis label of the base model's episode "
             f"(rows) against the adapter the router chose (columns); {rep['correct']}/{rep['n']} agree.{loo}\n\n"
             + "\n".join(lines) + "\n")
 
@@ -150,6 +151,9 @@ def ledger_markdown(doc: dict[str, Any]) -> str:
         demos = sum(int(a.get("demonstrations") or 0) for a in details.get("adapters") or [])
         if demos:
             stages += f" ({demos} of them reference episodes of the capability envs, for the adapters' SFT warm start)"
+        rehearsed = sum(int(a.get("rehearsed") or 0) for a in details.get("adapters") or [])
+        if rehearsed:
+            stages += f"; the adapters also rehearsed {rehearsed} episodes of the shared warm start (not charged again)"
         lines.append(f"| {LABELS.get(method, method)} | {r['rollouts']} | {r['budget']} | {stages} |")
     if not lines:
         return ""

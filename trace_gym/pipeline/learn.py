@@ -25,7 +25,7 @@ from .store import StageOutput
 from .target import Target
 
 __all__ = [
-    "TrainedAdapter", "Training", "train_capability", "train_adapter", "plan_train_steps", "worst_rollouts_per_step",
+    "Rehearsal", "TrainedAdapter", "Training", "train_capability", "train_adapter", "plan_train_steps", "worst_rollouts_per_step",
     "Routing", "build_router", "held_out_routing",
     "evaluate_policy", "ForfeitOnError", "FORFEIT", "Evaluation", "evaluate_policies",
 ]
@@ -47,14 +47,37 @@ def plan_train_steps(rollouts: int, train: dict[str, Any], max_steps: int | None
     return min(steps, max_steps) if max_steps is not None else steps
 
 
+@dataclass(frozen=True)
+class Rehearsal:
+    """Demonstrations an adapter's supervised warm start rehearses besides its own env's: the reference
+    episodes of ``envs`` (``per_env`` train-split tasks each, drawn with ``seed``), i.e. what the shared
+    format warm start was trained on, so that an adapter keeps what that start taught (e.g. saying that a
+    request cannot be done when the tool it needs is not offered) while it learns its capability.
+
+    They are the episodes the shared warm start already played (the same envs, tasks and seed), so they
+    are not charged to a method's rollout budget again.
+    """
+
+    envs: tuple[str, ...]
+    per_env: int
+    seed: int = 0
+
+    def demonstrations(self) -> list[Any]:
+        from ..train.demos import build_demonstrations
+
+        return build_demonstrations(list(self.envs), self.per_env, seed=self.seed).demos
+
+
 def train_adapter(*, model: str, seed: int, env_factory: Callable[[], Any], env_id: str, out: Path,
-                  steps: int, train: dict[str, Any], run_name: str, warm_demos: int = 0) -> dict[str, Any]:
+                  steps: int, train: dict[str, Any], run_name: str, warm_demos: int = 0,
+                  rehearsal: Rehearsal | None = None) -> dict[str, Any]:
     """GRPO+LoRA for ``steps`` optimizer steps; returns the manifest entry plus timing (``seconds``).
 
     With ``warm_demos`` > 0 the adapter first gets a supervised warm start on that many reference
     episodes of the env's train split, played through ``env_factory`` (so a budgeted env charges
     one rollout per demonstration), with the ``sft_*`` settings of ``train``; with ``steps`` 0 the
-    warm start alone is the adapter.  The entry then records ``demonstrations``.
+    warm start alone is the adapter.  The entry then records ``demonstrations``.  ``rehearsal`` adds
+    its demonstrations (see :class:`Rehearsal`) to that warm start; the entry records ``rehearsed``.
     """
     import time
 
@@ -84,22 +107,25 @@ def train_adapter(*, model: str, seed: int, env_factory: Callable[[], Any], env_
                                       factories={env_id: env_factory}, recover_every=cfg.sft_recover_every)
         if not report.demos:
             raise ValueError(f"no reference episode of {env_id} to warm-start on (skipped: {report.skipped})")
-        bar = track(f"SFT {run_name} on {len(report.demos)} reference episodes", total=cfg.sft_max_steps or None,
-                    unit="steps")
+        rehearsed = rehearsal.demonstrations() if rehearsal is not None else []
+        demos = list(report.demos) + rehearsed
+        bar = track(f"SFT {run_name} on {len(report.demos)} reference episodes"
+                    + (f" and {len(rehearsed)} rehearsed" if rehearsed else ""), total=cfg.sft_max_steps or None, unit="steps")
         bar.update(0, note="loading the model, loss before")
         try:
             if steps >= 1:
-                res = train_with_warm_start(cfg, demos=report.demos, env_factory=env_factory,
+                res = train_with_warm_start(cfg, demos=demos, env_factory=env_factory,
                                             sft_callbacks=[progress_callback(bar)])
                 entry = dict(res.manifest_entry)
             else:  # the warm start is the adapter (its manifest entry has kind "sft")
-                warm_start(cfg, out=out, demos=report.demos, manifest=True, callbacks=[progress_callback(bar)])
+                warm_start(cfg, out=out, demos=demos, manifest=True, callbacks=[progress_callback(bar)])
                 entry = next(a for a in read_manifest(out.parent / MANIFEST_NAME)["adapters"] if a.get("path") == str(out))
         except BaseException:
             bar.close(aborted=True)
             raise
         bar.close()
         entry["demonstrations"] = report.played.get(env_id, len(report.demos))  # charged again on resume
+        entry["rehearsed"] = len(rehearsed)
         update_manifest(out.parent / MANIFEST_NAME, entry)
         seconds = time.perf_counter() - started
     entry["seconds"] = seconds
@@ -120,6 +146,7 @@ class TrainedAdapter(StageOutput):
     train_wall_s: float | None = None
     skipped: str | None = None
     demonstrations: int = 0        # reference episodes of its warm start (charged in ``rollouts``)
+    rehearsed: int = 0             # the shared warm start's episodes it also trained on (not charged)
 
 
 @dataclass
@@ -138,11 +165,13 @@ class Training(StageOutput):
 
 def train_capability(env: dict[str, Any], name: str, adapters_dir: str | Path, *, model: str, seed: int,
                      train: dict[str, Any], steps: int, env_kwargs: dict[str, Any],
-                     budget: RolloutBudget | None = None, warm_demos: int = 0) -> TrainedAdapter:
+                     budget: RolloutBudget | None = None, warm_demos: int = 0,
+                     rehearsal: Rehearsal | None = None) -> TrainedAdapter:
     """One adapter on one calibrated capability env; an adapter already in the manifest is kept.
 
     ``warm_demos`` > 0: a supervised warm start on that many of the env's own reference episodes
-    first (charged to the budget, one rollout each; see :func:`train_adapter`)."""
+    first (charged to the budget, one rollout each; see :func:`train_adapter`), with ``rehearsal``'s
+    demonstrations besides them."""
     from ..train.outputs import read_manifest
 
     stage = f"train:{env['capability']}"
@@ -158,14 +187,15 @@ def train_capability(env: dict[str, Any], name: str, adapters_dir: str | Path, *
             return TrainedAdapter(name, env["capability"], env["env_id"], skipped="the rollouts left are below one optimizer step")
         factory = capability_factory(env["spec"], env_kwargs, budget, stage)
         entry = train_adapter(model=model, seed=seed, env_factory=factory, env_id=env["env_id"], out=out, steps=steps,
-                              train=train, run_name=name, warm_demos=warm_demos)
+                              train=train, run_name=name, warm_demos=warm_demos, rehearsal=rehearsal)
     curve = entry.get("reward_curve") or []
     tail = [r for _, r in curve[-3:]]
     used = budget.stage_used(stage) if budget is not None else int(entry.get("rollouts_used") or 0)
     grpo_steps = 0 if entry.get("kind") == "sft" else int(entry.get("steps") or steps)
     return TrainedAdapter(name, env["capability"], env["env_id"], str(entry.get("path", out)), grpo_steps,
                           used, entry.get("rollouts_used"), sum(tail) / len(tail) if tail else 0.0, curve,
-                          entry.get("seconds"), demonstrations=int(entry.get("demonstrations") or 0))
+                          entry.get("seconds"), demonstrations=int(entry.get("demonstrations") or 0),
+                          rehearsed=int(entry.get("rehearsed") or 0))
 
 
 # ----------------------------------------------------------------------------- 6. routing
@@ -184,6 +214,7 @@ class Routing(StageOutput):
     missing: list[str] = field(default_factory=list)  # one line per adapter the index holds no example of
     loo_correct: int | None = None  # the same episodes, each routed with its own example left out of the index
     loo_confusion: dict[str, dict[str, int]] = field(default_factory=dict)
+    rule: str = "vote"             # the router's rule (RetrievalRouter), stored with the index
 
     @property
     def loo_accuracy(self) -> float | None:
@@ -196,7 +227,7 @@ class Routing(StageOutput):
 def build_router(adapters: list[TrainedAdapter], specs: dict[str, str], rollouts: Rollouts, analysis: Analysis,
                  index_path: str | Path, *, target: Target, seed: int, seeds: int, env_kwargs: dict[str, Any],
                  embedder: str | None = None, budget: RolloutBudget | None = None,
-                 env_kwargs_by_capability: dict[str, dict[str, Any]] | None = None) -> Routing:
+                 env_kwargs_by_capability: dict[str, dict[str, Any]] | None = None, rule: str = "vote") -> Routing:
     """The router index: per adapter, its env's reference solutions and the target's own train episodes that the
     analysis labelled as lacking its capability; under "none", the target episodes the base model passes.
 
@@ -208,7 +239,9 @@ def build_router(adapters: list[TrainedAdapter], specs: dict[str, str], rollouts
     the adapter must receive at evaluation look like it, not like the synthetic env's.
     Accuracy and confusion are measured on the same train episodes, once with the index whole (each finds
     its own example) and once leaving each episode's own example out (``loo_*``: what a new conversation
-    like it would get); held-out routing is :func:`held_out_routing`.
+    like it would get); held-out routing is :func:`held_out_routing`.  ``rule`` is the routing rule stored with
+    the index (:class:`~trace_gym.route.retrieval.RetrievalRouter`); with ``"gate"`` the fallback is the first
+    adapter (the capability the analysis ranked highest).
     """
     from ..analysis.pipeline import trajectory_id
     from ..route.base import NO_ADAPTER
@@ -241,6 +274,7 @@ def build_router(adapters: list[TrainedAdapter], specs: dict[str, str], rollouts
         index = build_index(corpora, emb, success=0.0)
     except ValueError as exc:
         return Routing(skipped=f"no router index: {exc}", rollouts=used, missing=missing)
+    index.settings = {"rule": rule, **({"fallback": adapters[0].adapter} if rule == "gate" and adapters else {})}
     path = Path(index_path)
     index.save(path)
     convs = [(t.transcript or t.messages, t.tools or None, truth[trajectory_id(t)], example_source(t)) for t in target_trajs
@@ -248,7 +282,8 @@ def build_router(adapters: list[TrainedAdapter], specs: dict[str, str], rollouts
     rep = routing_accuracy(RetrievalRouter(index, emb), [c[:3] for c in convs])
     loo = leave_one_out(index, convs, emb)
     return Routing(str(path), dict(Counter(index.labels)), len(index.texts), sorted(set(index.labels)), rep.n, rep.correct,
-                   rep.accuracy, rep.confusion, used, missing=missing, loo_correct=loo.correct, loo_confusion=loo.confusion)
+                   rep.accuracy, rep.confusion, used, missing=missing, loo_correct=loo.correct, loo_confusion=loo.confusion,
+                   rule=rule)
 
 
 def _analysis_routes(analysis: Analysis, adapters: list[TrainedAdapter], label_runs: list[Any] | None = None) -> dict[str, str]:

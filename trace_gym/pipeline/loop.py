@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from .budget import RolloutBudget
-from .learn import Routing, Training, build_router, plan_train_steps, train_capability, worst_rollouts_per_step
+from .learn import (
+    Rehearsal,
+    Routing,
+    Training,
+    build_router,
+    plan_train_steps,
+    train_capability,
+    worst_rollouts_per_step,
+)
 from .stages import (
     Analysis,
     Calibration,
@@ -79,10 +87,12 @@ class TracePlan:
     train: dict[str, Any] = field(default_factory=dict)
     train_steps: int | None = None               # fixed optimizer steps per adapter (None: as many as the budget allows)
     warm_demos: int = 0                          # reference episodes of its own env each adapter is first SFT'd on
+    rehearsal: Rehearsal | None = None           # the shared warm start's episodes each adapter's SFT also keeps
     max_train_steps: int | None = None
     name_adapter: Callable[[int, str], str] = lambda i, cap: adapter_name(cap)
     # 6. routing
     routing_seeds: int = 2
+    router_rule: str = "vote"                    # RetrievalRouter's rule, stored with the index
     embedder: str | None = None
     budget: RolloutBudget | None = None
     # where files go
@@ -185,7 +195,7 @@ def run_trace(plan: TracePlan, store: StageStore, *, prefix: str = "",
     run.routing = stage("routing", lambda: build_router(
         run.training.adapters, specs, run.rollouts, run.analysis, plan.index_path, target=plan.target, seed=plan.seed,
         seeds=plan.routing_seeds, env_kwargs=plan.cap_env_kwargs, embedder=plan.embedder, budget=budget,
-        env_kwargs_by_capability=tuned), Routing)
+        env_kwargs_by_capability=tuned, rule=plan.router_rule), Routing)
     return run
 
 
@@ -219,6 +229,6 @@ def _train_all(plan: TracePlan, calibration: Calibration) -> Training:
             steps = plan_train_steps(avail - demos, plan.train, plan.max_train_steps)
         a = train_capability(e, plan.name_adapter(i, e["capability"]), plan.adapters_dir, model=plan.model, seed=plan.seed,
                              train=plan.train, steps=steps, env_kwargs=env_kwargs_for(e, plan.cap_env_kwargs), budget=budget,
-                             warm_demos=demos)
+                             warm_demos=demos, rehearsal=plan.rehearsal if demos else None)
         (out.skipped if a.skipped else out.adapters).append(a)
     return out

@@ -1,8 +1,10 @@
 """The router index: example first-user-messages per capability, with their embeddings and
 the names of the tools each example's conversation offered.
 
-Stored as ``router_index.json`` (texts, labels, sources, tools, embedding model) plus
-``router_index.npy`` (the embedding matrix), both written atomically.
+Stored as ``router_index.json`` (texts, labels, sources, tools, embedding model and the
+router's ``settings``, e.g. ``{"rule": "gate", "fallback": "cap-0-..."}``, which every router
+loaded from the index uses) plus ``router_index.npy`` (the embedding matrix), both written
+atomically.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +31,7 @@ class RouterIndex:
     sources: list[str] = field(default_factory=list)  # where each example came from (env id + seed)
     vectors: np.ndarray | None = None
     tools: list[list[str] | None] = field(default_factory=list)  # offered tool names per example; None: not known
+    settings: dict[str, Any] = field(default_factory=dict)  # how routers over this index route (RetrievalRouter)
 
     def add(self, texts: list[str], labels: list[str], sources: list[str], vectors: np.ndarray,
             tools: list[list[str] | None] | None = None) -> None:
@@ -46,7 +50,7 @@ class RouterIndex:
         keep = [i for i, s in enumerate(self.sources) if s not in drop]
         vectors = self.vectors[keep] if self.vectors is not None and len(self.vectors) else self.vectors
         return RouterIndex(self.model, [self.texts[i] for i in keep], [self.labels[i] for i in keep],
-                           [self.sources[i] for i in keep], vectors, [self.tools[i] for i in keep])
+                           [self.sources[i] for i in keep], vectors, [self.tools[i] for i in keep], dict(self.settings))
 
     def tool_agreement(self, tools: list[str] | None) -> np.ndarray:
         """Per example, the Jaccard overlap of its offered tools with ``tools`` (1 where either side is not known)."""
@@ -73,7 +77,8 @@ class RouterIndex:
     def save(self, path: str | Path) -> None:
         path = Path(path)
         atomic_write_json(path.with_suffix(".json"), {"model": self.model, "texts": self.texts, "labels": self.labels,
-                                                      "sources": self.sources, "tools": self.tools})
+                                                      "sources": self.sources, "tools": self.tools,
+                                                      "settings": self.settings})
         buf = io.BytesIO()
         np.save(buf, self.vectors if self.vectors is not None else np.zeros((0, 0), np.float32))
         atomic_write_bytes(path.with_suffix(".npy"), buf.getvalue())
@@ -89,4 +94,5 @@ class RouterIndex:
         tools = meta.get("tools") or [None] * n  # an index from before tools were recorded: not known
         if len(tools) != n:
             raise ValueError(f"{path}: {n} texts but {len(tools)} tool lists; rebuild the index")
-        return cls(meta["model"], meta["texts"], meta["labels"], meta.get("sources", [""] * n), vectors, tools)
+        return cls(meta["model"], meta["texts"], meta["labels"], meta.get("sources", [""] * n), vectors, tools,
+                   dict(meta.get("settings") or {}))

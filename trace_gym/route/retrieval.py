@@ -5,30 +5,52 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
+import numpy as np
+
 from .base import NO_ADAPTER, first_user_message, tool_names
 from .embed import Embedder
 from .index import RouterIndex
 
-__all__ = ["RetrievalRouter"]
+__all__ = ["RetrievalRouter", "RULES"]
+
+RULES = ("vote", "gate")
 
 
 class RetrievalRouter:
-    """Similarity-weighted vote of the ``k`` nearest examples; below ``min_similarity`` → no adapter.
+    """Routing by the indexed examples nearest to a conversation's first user message.
 
-    Examples labelled :data:`NO_ADAPTER` (conversations the base model already handles)
-    take part in the vote like any capability.  An example's similarity to the query is the
-    cosine of their first user messages times the overlap (Jaccard) of the tools the two
-    conversations offer, raised to ``tool_weight``: the same request with a tool withheld
-    is another task (``tool_weight=0`` routes by the messages alone; an example or a query
-    whose tools are not known counts as full overlap).  With ``balance`` each label's vote
-    is divided by its share of the index, so a label with many examples (typically the
-    base model's successes) does not win by number alone.
+    An example's similarity to the query is the cosine of their first user messages times
+    the overlap (Jaccard) of the tools the two conversations offer, raised to
+    ``tool_weight``: the same request with a tool withheld is another task
+    (``tool_weight=0`` routes by the messages alone; an example or a query whose tools are
+    not known counts as full overlap).
+
+    ``rule="vote"``: a similarity-weighted vote of the ``k`` nearest examples; below
+    ``min_similarity`` → no adapter.  Examples labelled :data:`NO_ADAPTER` (conversations the
+    base model already handles) take part in the vote like any capability.  With ``balance``
+    each label's vote is divided by its share of the index, so a label with many examples
+    (typically the base model's successes) does not win by number alone.
+
+    ``rule="gate"``: the base model keeps what it is known to handle, and every other
+    conversation goes to an adapter.  The conversation stays with the base model when the
+    nearest example (by cosine) among those offering exactly its tools (all examples when
+    either side's tools are not known) is a :data:`NO_ADAPTER` example at ``min_similarity`` or
+    more.  Otherwise the adapters' examples vote as above (``NO_ADAPTER`` examples left out),
+    and with no vote it goes to ``fallback`` (default: the index's ``fallback`` setting, e.g.
+    the adapter of the capability the analysis ranked first).  The reasoning: a conversation
+    the base model fails has little to lose, and one it passes is what routing can lose.
+
+    Settings not given are taken from the index's ``settings`` (see :class:`RouterIndex`), so
+    every router loaded from one index routes alike.
     """
 
     name = "retrieval"
 
     def __init__(self, index: RouterIndex, embedder: Embedder | None = None, k: int = 5, min_similarity: float = 0.3,
-                 tool_weight: float = 2.0, balance: bool = True):
+                 tool_weight: float = 2.0, balance: bool = True, rule: str | None = None, fallback: str | None = None):
+        rule = rule if rule is not None else index.settings.get("rule", "vote")
+        if rule not in RULES:
+            raise ValueError(f"unknown routing rule {rule!r}; choose from {list(RULES)}")
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
         if tool_weight < 0:
@@ -36,30 +58,65 @@ class RetrievalRouter:
         self.index = index
         self.embedder = embedder or Embedder(index.model)
         self.k, self.min_similarity, self.tool_weight, self.balance = k, min_similarity, tool_weight, balance
+        self.rule = rule
+        self._last: tuple[str, np.ndarray] | None = None
         self.labels = sorted({lab for lab in index.labels if lab != NO_ADAPTER})
+        fallback = fallback if fallback is not None else index.settings.get("fallback")
+        self.fallback = fallback or (self.labels[0] if self.labels else NO_ADAPTER)
+        if self.rule == "gate" and self.fallback != NO_ADAPTER and self.fallback not in self.labels:
+            self.labels = sorted([*self.labels, self.fallback])  # it may have no example left (leave-one-out)
         counts = Counter(index.labels)
         self._prior = {lab: n / len(index.labels) for lab, n in counts.items()} if index.labels else {}
 
+    def _encode(self, text: str) -> np.ndarray:
+        """The query's embedding (the last one is kept: the gate and the vote embed the same message)."""
+        if self._last is None or self._last[0] != text:
+            self._last = (text, self.embedder.encode([text])[0])
+        return self._last[1]
+
     def neighbours(self, text: str, k: int | None = None, tools: list[dict[str, Any]] | None = None) -> list[tuple[int, float]]:
-        q = self.embedder.encode([text])[0]
+        q = self._encode(text)
         names = tool_names(tools)
         weights = self.index.tool_agreement(names) ** self.tool_weight if names is not None and self.tool_weight else None
         return self.index.nearest(q, k or self.k, weights)
 
     def votes(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> dict[str, float]:
-        """Per label, its (balanced) similarity-weighted vote among the neighbours above ``min_similarity``."""
+        """Per label, its (balanced) similarity-weighted vote among the neighbours above ``min_similarity``
+        (with ``rule="gate"``, the adapters' examples only)."""
         text = first_user_message(messages)
         if text is None:
             return {}
+        gate = self.rule == "gate"
+        found = self.neighbours(text, len(self.index.texts) if gate else None, tools)
+        if gate:  # the k nearest of the adapters' examples
+            found = [(i, s) for i, s in found if self.index.labels[i] != NO_ADAPTER][:self.k]
         votes: dict[str, float] = defaultdict(float)
-        for i, s in self.neighbours(text, tools=tools):
+        for i, s in found:
             if s >= self.min_similarity:
                 lab = self.index.labels[i]
                 votes[lab] += s / (len(self._prior) * self._prior[lab]) if self.balance else s
         return dict(votes)
 
+    def kept_by_base(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> bool:
+        """``rule="gate"``'s test: the nearest example offering exactly these tools is the base model's, close enough."""
+        text = first_user_message(messages)
+        if text is None or not len(self.index.texts):
+            return True
+        q = self._encode(text)
+        names = tool_names(tools)
+        same = [i for i, ex in enumerate(self.index.tools) if names is None or ex is None or sorted(ex) == names]
+        if not same:
+            return False
+        sims = self.index.vectors[same] @ q
+        j = int(np.lexsort((np.arange(len(sims)), -sims))[0])
+        return self.index.labels[same[j]] == NO_ADAPTER and float(sims[j]) >= self.min_similarity
+
     def route(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
+        if first_user_message(messages) is None:
+            return NO_ADAPTER
+        if self.rule == "gate" and self.kept_by_base(messages, tools):
+            return NO_ADAPTER
         votes = self.votes(messages, tools)
         if not votes:
-            return NO_ADAPTER
+            return self.fallback if self.rule == "gate" else NO_ADAPTER
         return max(sorted(votes), key=lambda lab: votes[lab])

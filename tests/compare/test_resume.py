@@ -1,0 +1,87 @@
+"""Resuming a comparison with changed settings: TRACE's later stages run again, everything else is kept."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trace_gym.compare.pipeline import CompareConfig
+from trace_gym.compare.resume import check_config
+
+STAGES = ["grpo", "gepa", "trace_rollouts", "trace_analysis", "trace_synthesis", "trace_calibration",
+          "trace_training", "trace_routing", "eval_grpo", "eval_gepa", "eval_trace", "eval_single"]
+
+
+def _run(tmp_path, **kw):
+    root = tmp_path / "run"
+    (root / "stages").mkdir(parents=True)
+    for name in STAGES:
+        (root / "stages" / f"{name}.json").write_text(json.dumps({"stage": name}))
+    (root / "trace" / "adapters" / "cap-0-x").mkdir(parents=True)
+    (root / "trace" / "adapters" / "manifest.json").write_text("{}")
+    assert check_config(CompareConfig(out=str(root), **kw), root, log=lambda m: None) == []
+    return root
+
+
+def _left(root):
+    return sorted(p.stem for p in (root / "stages").glob("*.json"))
+
+
+def test_same_settings_or_free_ones_change_nothing(tmp_path):
+    root = _run(tmp_path)
+    assert check_config(CompareConfig(out="elsewhere", methods=["base", "trace"], batch_size=4), root) == []
+    assert _left(root) == sorted(STAGES) and (root / "trace" / "adapters").exists()
+
+
+def test_a_routing_setting_reruns_routing_and_trace_evaluation_only(tmp_path):
+    root = _run(tmp_path)
+    lines = []
+    moved = check_config(CompareConfig(router_rule="gate"), root, log=lines.append)
+    assert moved == ["trace_routing", "eval_trace"]
+    assert set(_left(root)) == set(STAGES) - {"trace_routing", "eval_trace"}
+    assert (root / "trace" / "adapters" / "cap-0-x").exists()  # the adapters are kept
+    aside = next((root / "replaced").iterdir())
+    assert sorted(p.name for p in aside.iterdir()) == ["config.json", "eval_trace.json", "trace_routing.json"]
+    assert json.loads((root / "config.json").read_text())["router_rule"] == "gate"
+    assert json.loads((aside / "config.json").read_text())["router_rule"] == "vote"
+    assert "router_rule" in lines[0] and "from routing on" in lines[0]
+    assert check_config(CompareConfig(router_rule="gate"), root) == []  # stored now: nothing more to redo
+
+
+def test_a_training_setting_reruns_training_routing_and_both_adapter_evaluations(tmp_path):
+    root = _run(tmp_path, cap_warm_demos=4)
+    moved = check_config(CompareConfig(cap_warm_demos=4, cap_rehearsal=True, router_rule="gate"), root,
+                         log=lambda m: None)
+    assert moved == ["trace_training", "trace_routing", "eval_trace", "eval_single"]
+    assert not (root / "trace" / "adapters").exists()
+    aside = next((root / "replaced").iterdir())
+    assert (aside / "adapters" / "cap-0-x").exists() and (aside / "adapters" / "manifest.json").exists()
+    assert "grpo" in _left(root) and "trace_calibration" in _left(root)
+
+
+def test_a_stored_config_without_a_newer_setting_counts_as_its_default(tmp_path):
+    root = _run(tmp_path)
+    stored = json.loads((root / "config.json").read_text())
+    del stored["cap_rehearsal"], stored["router_rule"]
+    stored["a_setting_from_elsewhere"] = 1  # unknown to this version: ignored
+    (root / "config.json").write_text(json.dumps(stored))
+    assert check_config(CompareConfig(), root) == []
+    assert check_config(CompareConfig(router_rule="gate"), root, log=lambda m: None) == ["trace_routing", "eval_trace"]
+
+
+def test_any_other_change_is_refused_and_nothing_moves(tmp_path):
+    root = _run(tmp_path)
+    with pytest.raises(ValueError, match=r"different configuration \(changed: trials\)"):
+        check_config(CompareConfig(trials=3, router_rule="gate"), root)
+    assert _left(root) == sorted(STAGES) and not (root / "replaced").exists()
+    assert json.loads((root / "config.json").read_text())["router_rule"] == "vote"
+
+
+def test_rehearsal_needs_the_adapters_own_demonstrations_and_a_known_rule():
+    with pytest.raises(ValueError, match="set cap_warm_demos too"):
+        CompareConfig(cap_rehearsal=True).validate()
+    with pytest.raises(ValueError, match="needs the warm start"):  # a τ² target has no format warm start by default
+        CompareConfig(cap_rehearsal=True, cap_warm_demos=1).validate()
+    with pytest.raises(ValueError, match="router_rule must be one of"):
+        CompareConfig(router_rule="majority").validate()
