@@ -20,6 +20,9 @@ def _run(tmp_path, **kw):
         (root / "stages" / f"{name}.json").write_text(json.dumps({"stage": name}))
     (root / "trace" / "adapters" / "cap-0-x").mkdir(parents=True)
     (root / "trace" / "adapters" / "manifest.json").write_text("{}")
+    (root / "eval").mkdir()
+    for method in ("base", "grpo", "trace", "single"):
+        (root / "eval" / f"{method}.jsonl").write_text("{}\n")
     assert check_config(CompareConfig(out=str(root), **kw), root, log=lambda m: None) == []
     return root
 
@@ -42,7 +45,10 @@ def test_a_routing_setting_reruns_routing_and_trace_evaluation_only(tmp_path):
     assert set(_left(root)) == set(STAGES) - {"trace_routing", "eval_trace"}
     assert (root / "trace" / "adapters" / "cap-0-x").exists()  # the adapters are kept
     aside = next((root / "replaced").iterdir())
-    assert sorted(p.name for p in aside.iterdir()) == ["config.json", "eval_trace.json", "trace_routing.json"]
+    assert sorted(p.name for p in aside.iterdir()) == ["config.json", "eval", "eval_trace.json", "trace_routing.json"]
+    # the evaluation's episode store goes too: resumed, it would hand back the old router's episodes
+    assert [p.name for p in (aside / "eval").iterdir()] == ["trace.jsonl"]
+    assert sorted(p.name for p in (root / "eval").iterdir()) == ["base.jsonl", "grpo.jsonl", "single.jsonl"]
     assert json.loads((root / "config.json").read_text())["router_rule"] == "gate"
     assert json.loads((aside / "config.json").read_text())["router_rule"] == "vote"
     assert "router_rule" in lines[0] and "from routing on" in lines[0]
@@ -57,6 +63,7 @@ def test_a_training_setting_reruns_training_routing_and_both_adapter_evaluations
     assert not (root / "trace" / "adapters").exists()
     aside = next((root / "replaced").iterdir())
     assert (aside / "adapters" / "cap-0-x").exists() and (aside / "adapters" / "manifest.json").exists()
+    assert sorted(p.name for p in (aside / "eval").iterdir()) == ["single.jsonl", "trace.jsonl"]
     assert "grpo" in _left(root) and "trace_calibration" in _left(root)
 
 

@@ -4,7 +4,7 @@ A run folder keeps the configuration its stages were made with (``config.json``)
 with another configuration is refused, naming what changed, except where the change only
 touches TRACE's later stages: a setting in :data:`RERUN_FROM` names the first TRACE stage it
 affects, and resuming moves that stage's stored record, every TRACE stage after it and the
-evaluations that depend on them into ``replaced/<time>/`` (the adapters folder too when
+evaluations that depend on them (records and episode stores) into ``replaced/<time>/`` (the adapters folder too when
 training is redone), so they run again while every other stored stage is kept.  A setting
 that a stored configuration lacks (added by a later version) counts as its default; one this
 version does not know is ignored.
@@ -63,6 +63,11 @@ def check_config(cfg: Any, root: Path, log: Callable[[str], None] = print) -> li
             aside.mkdir(parents=True, exist_ok=True)
             shutil.move(str(rec), str(aside / rec.name))
             moved.append(name)
+        # an evaluation's episode store would hand the old policy's episodes back (same policy id, same seeds)
+        episodes = root / "eval" / f"{name.removeprefix('eval_')}.jsonl"
+        if name.startswith("eval_") and episodes.exists():
+            (aside / "eval").mkdir(parents=True, exist_ok=True)
+            shutil.move(str(episodes), str(aside / "eval" / episodes.name))
     adapters = root / "trace" / "adapters"
     if STAGES.index(first) <= STAGES.index("training") and adapters.exists():
         aside.mkdir(parents=True, exist_ok=True)
