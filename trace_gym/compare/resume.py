@@ -4,8 +4,9 @@ A run folder keeps the configuration its stages were made with (``config.json``)
 with another configuration is refused, naming what changed, except where the change only
 touches TRACE's later stages: a setting in :data:`RERUN_FROM` names the first TRACE stage it
 affects, and resuming moves that stage's stored record, every TRACE stage after it and the
-evaluations that depend on them (records and episode stores) into ``replaced/<time>/`` (the adapters folder too when
-training is redone), so they run again while every other stored stage is kept.  A setting
+evaluations that depend on them (records and episode stores) into ``replaced/<time>/``
+(the adapters folder too when training is redone), so they run again while every other
+stored stage is kept.  A setting
 that a stored configuration lacks (added by a later version) counts as its default; one this
 version does not know is ignored.
 """
