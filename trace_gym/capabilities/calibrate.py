@@ -300,8 +300,10 @@ def _search(decl: dict[str, Any], state: dict[str, Any], band: tuple[float, floa
     the mean is below the band, harder above it), and the search first tries every such knob at
     that extreme at once: when every knob declares a direction and even that setting stays on
     the same side of the band, no setting reaches it and the search stops there.  Knobs without
-    a direction are tried both ways.
+    a direction are tried both ways; a knob declared ``tune: false`` (what the task is made of,
+    not how hard it is) is never moved.
     """
+    decl = {n: k for n, k in decl.items() if k.get("tune", True)}
     def gap(res: CalibrationResult) -> float:
         return _distance(res.mean_reward, band)
 

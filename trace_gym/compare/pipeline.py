@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -102,6 +103,9 @@ class CompareConfig:
     mastered: float = 0.9  # calibration mean reward at which a capability needs no adapter
     band: list[float] | None = None  # base mean reward each capability env's knobs are tuned toward (e.g. [0.2, 0.6])
     tune_rounds: int = 0  # rounds of that knob search, charged to the budget (0: calibration only measures)
+    # TRACE only: knob settings for every capability env that declares the knob (others ignore it), e.g.
+    # {"withheld_weight": 0.33}: the ToolSandbox envs' requests whose needed tool is not offered
+    cap_knobs: dict[str, float] = field(default_factory=dict)
     # TRACE only: each capability adapter is first SFT'd on this many reference episodes of its own env (train
     # split, the ``sft_*`` settings of ``train``), charged to TRACE's budget one rollout each (0: GRPO alone).
     cap_warm_demos: int = 0
@@ -161,6 +165,10 @@ class CompareConfig:
                              "(warm_start true, and a model that can be trained)")
         from ..route.retrieval import RULES
 
+        bad_knobs = {k: v for k, v in self.cap_knobs.items()
+                     if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)}
+        if bad_knobs:
+            raise ValueError(f"cap_knobs maps knob names to numbers, got {bad_knobs}")
         if self.router_rule not in RULES:
             raise ValueError(f"router_rule must be one of {list(RULES)}, got {self.router_rule!r}")
         from ..pipeline.warm import check_warm_fields
@@ -331,7 +339,7 @@ def trace_plan(cfg: CompareConfig, budget: RolloutBudget, root: Path, tasks: lis
     return TracePlan(
         target=_target(cfg), root=root / "trace", model=cfg.weights_spec, base_policy=base_policy, jobs=base_jobs(cfg, tasks),
         seed=cfg.seed, min_capabilities=cfg.min_capabilities, max_capabilities=cfg.max_capabilities,
-        cap_env_kwargs=cfg.cap_env_kwargs, calib_seeds=cfg.calib_seeds, calib_samples=cfg.calib_samples, mastered=cfg.mastered,
+        cap_env_kwargs=cfg.cap_env_kwargs, cap_knobs=dict(cfg.cap_knobs), calib_seeds=cfg.calib_seeds, calib_samples=cfg.calib_samples, mastered=cfg.mastered,
         band=tuple(cfg.band) if cfg.band else None, tune_rounds=cfg.tune_rounds,
         train=cfg.train, max_train_steps=cfg.max_train_steps if cfg.trace_grpo_steps is None else cfg.trace_grpo_steps,
         warm_demos=cfg.cap_warm_demos, rehearsal=_rehearsal(cfg),

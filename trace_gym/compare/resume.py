@@ -26,7 +26,7 @@ from ..pipeline.loop import STAGES
 __all__ = ["FREE_KEYS", "RERUN_FROM", "check_config"]
 
 FREE_KEYS = {"out", "methods", "survey_domains", "survey_tasks", "batch_size"}  # may change between resumes
-RERUN_FROM = {"cap_rehearsal": "training", "router_rule": "routing", "embedder": "routing"}
+RERUN_FROM = {"cap_knobs": "calibration", "cap_rehearsal": "training", "router_rule": "routing", "embedder": "routing"}
 
 
 def _stale(first: str) -> list[str]:

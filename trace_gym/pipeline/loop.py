@@ -76,6 +76,7 @@ class TracePlan:
     max_envs: int | None = None
     # 4. calibration
     cap_env_kwargs: dict[str, Any] = field(default_factory=dict)
+    cap_knobs: dict[str, float] = field(default_factory=dict)  # knob settings for every env that declares the knob
     calib_seeds: int = 2
     calib_samples: int = 2
     reference_seeds: int = 0                     # episodes of the spec's reference solution per env (solvability check)
@@ -182,7 +183,7 @@ def run_trace(plan: TracePlan, store: StageStore, *, prefix: str = "",
         run.synthesis, policy, seed=plan.seed, seeds=plan.calib_seeds, samples=plan.calib_samples, env_kwargs=plan.cap_env_kwargs,
         budget=budget, batch_size=plan.batch_size, reference_seeds=plan.reference_seeds, mastered=plan.mastered,
         band=plan.band, tune_rounds=plan.tune_rounds, tune_reserve=training_reserve(plan, len(run.synthesis.envs)),
-        tune_episodes=plan.tune_episodes,
+        tune_episodes=plan.tune_episodes, set_knobs=plan.cap_knobs,
         on_episode=on_episode and (lambda _env: on_episode("calibration"))), Calibration)
     # 5. training: one GRPO+LoRA adapter per env still to learn
     run.training = stage("training", lambda: _train_all(plan, run.calibration), Training)

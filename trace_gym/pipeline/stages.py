@@ -319,7 +319,7 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
                    env_kwargs: dict[str, Any], budget: RolloutBudget | None = None, batch_size: int = 1,
                    reference_seeds: int = 0, mastered: float | None = None,
                    band: tuple[float, float] | None = None, tune_rounds: int = 0, tune_reserve: int = 0,
-                   tune_episodes: int | None = None,
+                   tune_episodes: int | None = None, set_knobs: dict[str, float] | None = None,
                    on_episode: Callable[[str], None] | None = None) -> Calibration:
     """The base model's score on each synthesized env (``seeds`` × ``samples`` episodes, charged to ``budget``).
 
@@ -333,7 +333,9 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
     than spend them (``tune_stopped`` in the row says why it stopped, or why it did not
     start).  ``tune_episodes`` caps each env's search on its own (budget or not).  An env
     whose mean reward reaches ``mastered`` needs no adapter (``train`` false).  ``reference_seeds`` episodes of the spec's reference
-    solution (not charged) check that the env is solvable.  Each env's result is kept
+    solution (not charged) check that the env is solvable.  ``set_knobs``: knob settings each env
+    that declares the knob is measured, tuned from, trained and routed at (:func:`with_knobs`; its
+    row's ``difficulty`` then holds every knob value).  Each env's result is kept
     next to its spec (``<spec>.calibration.json``) and reused when the stage runs again.
     """
     from ..capabilities.calibrate import CalibrationResult, ReferencePolicy, tune
@@ -342,12 +344,13 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
     tuning = {"band": [float(band[0]), float(band[1])], "rounds": int(tune_rounds)} if band is not None and tune_rounds > 0 else None
     if tuning is not None and tune_episodes is not None:
         tuning["max_episodes"] = int(tune_episodes)
+    kwargs_of = {e["spec"]: with_knobs(e["spec"], env_kwargs, set_knobs) for e in synthesis.envs}  # per env
     cached: dict[str, dict[str, Any]] = {}
     for e in synthesis.envs:
         path = Path(e["spec"]).with_suffix(".calibration.json")
         if path.exists():
             doc = json.loads(path.read_text(encoding="utf-8"))
-            if (doc.get("seeds") == seed_list and doc.get("samples") == samples and doc.get("env_kwargs") == env_kwargs
+            if (doc.get("seeds") == seed_list and doc.get("samples") == samples and doc.get("env_kwargs") == kwargs_of[e["spec"]]
                     and doc.get("tune") == tuning):
                 cached[e["spec"]] = doc
     if budget is not None:
@@ -357,10 +360,11 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
     for i, e in enumerate(synthesis.envs):
         path = Path(e["spec"]).with_suffix(".calibration.json")
         doc = cached.get(e["spec"])
+        kw = kwargs_of[e["spec"]]
         if doc is None:
             if not loaded:
                 loaded.append(policy())
-            make = capability_factory(e["spec"], env_kwargs, budget, "calibration")
+            make = capability_factory(e["spec"], kw, budget, "calibration")
             probe = make()
             knobs, threshold = dict(getattr(probe.unwrapped, "knob_values", {})), success_threshold(probe)
             probe.close()
@@ -377,11 +381,11 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
             if tuning is not None and not band[0] <= model.mean_reward <= band[1]:
                 _register([e["spec"]])  # the search makes the env by id (a resumed run has not registered it yet)
                 later = sum(len(seed_list) * samples for f in synthesis.envs[i + 1 :] if f["spec"] not in cached)
-                tuned, tune_played, tune_note = _tune_env(e["env_id"], loaded[0], model, band, tune_rounds, env_kwargs, budget,
+                tuned, tune_played, tune_note = _tune_env(e["env_id"], loaded[0], model, band, tune_rounds, kw, budget,
                                                tune, reserve=tune_reserve + later, cap=tune_episodes)
             ref_summary = None
             if reference_seeds:
-                ref_kwargs = {k: v for k, v in env_kwargs.items() if k != "max_steps"}
+                ref_kwargs = {k: v for k, v in kw.items() if k != "max_steps"}
                 if tuned is not None:
                     ref_kwargs["difficulty"] = tuned["difficulty"]
                 ref_make = capability_factory(e["spec"], ref_kwargs, None, "")
@@ -389,7 +393,7 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
                 r_rewards, r_cases, _ = _play_groups(ref_make, ReferencePolicy(), ref_seeds, 1, 1, None)
                 ref_summary = CalibrationResult(e["env_id"], "reference", ref_seeds, 1, knobs, r_rewards, r_cases,
                                                 threshold).summary()
-            doc = {"seeds": seed_list, "samples": samples, "env_kwargs": env_kwargs, "model": model.summary(),
+            doc = {"seeds": seed_list, "samples": samples, "env_kwargs": kw, "model": model.summary(),
                    "reference": ref_summary, "policy_errors": errors, "tune": tuning, "tuned": tuned,
                    "tune_episodes": tune_played, "tune_note": tune_note}
             atomic_write_json(path, doc)
@@ -406,6 +410,8 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
                        tune_stopped=next((t["stopped"] for t in tuned.get("trace", []) if "stopped" in t), None))
         elif doc.get("tune_note"):
             row["tune_stopped"] = doc["tune_note"]
+        if not tuned and "difficulty" in kw:  # set knobs: trained and routed at them too
+            row["difficulty"] = dict(doc["model"]["difficulty"])
         if band is not None:
             row["in_band"] = band[0] <= m["mean_reward"] <= band[1]
         rows.append(row)
@@ -453,6 +459,20 @@ def _tune_env(env_id: str, policy: Any, start: Any, band: tuple[float, float], r
         return None, played[0], f"the budget ran out during the knob search after {played[0]} episodes"
     tuned = {"difficulty": best, "model": res.summary(), "trace": trace, "episodes": played[0], "max_episodes": cap}
     return tuned, played[0], None
+
+
+def with_knobs(spec_path: str | Path, env_kwargs: dict[str, Any], knobs: dict[str, float] | None) -> dict[str, Any]:
+    """``env_kwargs`` with the settings of ``knobs`` that the spec at ``spec_path`` declares added to its
+    ``difficulty`` (a knob the spec lacks is not its business; out-of-range values fail when the env is made)."""
+    if not knobs:
+        return dict(env_kwargs)
+    from ..capabilities.spec import load_spec
+
+    declared = load_spec(spec_path).data.get("difficulty", {})
+    mine = {k: v for k, v in knobs.items() if k in declared}
+    if not mine:
+        return dict(env_kwargs)
+    return {**env_kwargs, "difficulty": {**dict(env_kwargs.get("difficulty") or {}), **mine}}
 
 
 def env_kwargs_for(row: dict[str, Any], env_kwargs: dict[str, Any]) -> dict[str, Any]:
