@@ -15,9 +15,12 @@ What it measures, with the real SmolLM2-135M-Instruct on this machine:
 Every part runs once per code version, each in its own process: this tree and ``--baseline``
 (a commit, exported with ``git archive`` under the output folder); ``llamacpp``: this tree
 with the llama.cpp backend as it runs by default (``LlamaCppPolicy`` on a float copy of
-SmolLM2's GGUF, the adapter merged into it); ``llamacpp-file``: the same on the GGUF's own
+SmolLM2's GGUF, the adapter merged into it, each episode served continuously: an action
+complete is answered at once and its slot takes the next request); ``llamacpp-lockstep``: the
+same with every batch of actions waiting for its longest one; ``llamacpp-file``: the same as ``llamacpp`` on the GGUF's own
 Q4_1 weights with the adapter as a llama.cpp LoRA (both: their limit is llama.cpp's own
-batched decode loop on the same weights; measured when ``llama-cpp-python`` is installed;
+batched decode loop on the same weights, on the scenarios' opening prompts and again on
+2,048-token ones; measured when ``llama-cpp-python`` is installed;
 ``llamacpp``'s GRPO part is head-fast's with ``backend=llamacpp``: the episodes are sampled in
 llama.cpp on the float copy with the trained LoRA loaded at every step, the loss and update
 stay in torch); and ``head-fast``: this tree's GRPO
@@ -57,9 +60,11 @@ GRPO_ENV = "trace/cap-ts-location-dependency-v0"
 BATCH = 4
 MAX_NEW = 256
 STOP = "</tool_call>"
+LONG_CONTEXT = 2048  # tokens: the llama.cpp limit is measured again at this context length
 LLAMACPP = "llamacpp"  # this tree with the llama.cpp backend (float weights, the adapter merged)
 LLAMACPP_FILE = "llamacpp-file"  # the same on the GGUF's own 4-bit weights, the adapter as a llama.cpp LoRA
-ENGINES = (LLAMACPP, LLAMACPP_FILE)
+LLAMACPP_LOCKSTEP = "llamacpp-lockstep"  # llamacpp with every batch waiting for its longest action (no serve)
+ENGINES = (LLAMACPP, LLAMACPP_FILE, LLAMACPP_LOCKSTEP)
 FAST = "head-fast"  # this tree's GRPO part with --fast-train's settings (default: bf16, no gradient checkpointing)
 
 
@@ -90,14 +95,30 @@ def _policy(adapters: str | None, backend: str = "hf") -> Any:
         from trace_gym.policies.hf import HFPolicy
 
         policy = HFPolicy.smollm2(greedy=True, batch_size=BATCH, max_new_tokens=MAX_NEW)
-    if adapters is None:
-        return policy
-    from trace_gym.route.policy import AdapterPolicy
-    from trace_gym.route.registry import AdapterRegistry
+    if adapters is not None:
+        from trace_gym.route.policy import AdapterPolicy
+        from trace_gym.route.registry import AdapterRegistry
 
-    registry = AdapterRegistry(Path(adapters) / "manifest.json")
-    # on the 4-bit file, the adapter as a llama.cpp LoRA (c4fa3a8's AdapterPolicy takes no merge argument)
-    return AdapterPolicy(policy, registry, fixed=registry.names()[0], **({"merge": False} if backend == LLAMACPP_FILE else {}))
+        registry = AdapterRegistry(Path(adapters) / "manifest.json")
+        # on the 4-bit file, the adapter as a llama.cpp LoRA (c4fa3a8's AdapterPolicy takes no merge argument)
+        policy = AdapterPolicy(policy, registry, fixed=registry.names()[0],
+                               **({"merge": False} if backend == LLAMACPP_FILE else {}))
+    return _LockStep(policy) if backend == LLAMACPP_LOCKSTEP else policy
+
+
+class _LockStep:
+    """A policy without its continuous serving: every batch of actions waits for its longest one."""
+
+    accepts_seeds = True
+
+    def __init__(self, inner: Any):
+        self.inner, self.policy_id, self.base = inner, inner.policy_id, getattr(inner, "base", inner)
+
+    def act(self, messages: Any, tools: Any) -> str:
+        return self.inner.act(messages, tools)
+
+    def act_batch(self, requests: Any, seeds: Any = None) -> list[str]:
+        return self.inner.act_batch(requests, seeds=seeds)
 
 
 def _decode_stats(policy: Any) -> dict[str, Any] | None:
@@ -150,15 +171,26 @@ def _limit_prompts(policy: Any) -> list[list[int]]:
     return rows
 
 
-def work_limit_llamacpp(steps: int = 48, weight_type: str = "auto") -> dict[str, Any]:
-    """llama.cpp's own loop: one prefill of the batch, then one ``llama_decode`` of a token per row per step."""
-    import numpy as np
-
+def work_limit_llamacpp(steps: int = 48, weight_type: str = "auto", long: int = LONG_CONTEXT) -> dict[str, Any]:
+    """llama.cpp's own loop: one prefill of the batch, then one ``llama_decode`` of a token per row per step; on the
+    scenarios' opening prompts, and again on prompts of ``long`` tokens (each opening repeated), the length an
+    episode's context reaches a few actions in (``long``: the same figures at that length)."""
     from trace_gym.policies.llamacpp import LlamaCppPolicy
 
     policy = LlamaCppPolicy.smollm2(greedy=True, batch_size=BATCH, weight_type=weight_type)
-    engine, rows = policy.engine, _limit_prompts(policy)
-    out: dict[str, Any] = {"prompt_tokens": [len(r) for r in rows], "batch": BATCH, "steps": steps}
+    rows = _limit_prompts(policy)
+    out: dict[str, Any] = {"prompt_tokens": [len(r) for r in rows], "batch": BATCH, "steps": steps,
+                           **_llamacpp_loop(policy.engine, rows, steps)}
+    policy.engine._forget(list(range(BATCH)))
+    out["long"] = {"prompt_tokens": long, **_llamacpp_loop(policy.engine, [(r * (long // len(r) + 1))[:long] for r in rows], steps)}
+    policy.close()
+    return out
+
+
+def _llamacpp_loop(engine: Any, rows: list[list[int]], steps: int) -> dict[str, float]:
+    import numpy as np
+
+    out: dict[str, float] = {}
     entries = [(tok, pos, s, pos == len(r) - 1) for s, r in enumerate(rows) for pos, tok in enumerate(r)]
     t0 = time.perf_counter()
     got = engine._run(entries)
@@ -171,9 +203,8 @@ def work_limit_llamacpp(steps: int = 48, weight_type: str = "auto") -> dict[str,
         nxt = [int(np.argmax(got[s])) for s in range(len(rows))]
     out["decode_s"] = time.perf_counter() - t0
     out["decode_steps_per_s"] = steps / out["decode_s"]
-    out["decode_tokens_per_s"] = BATCH * steps / out["decode_s"]
-    out["prefill_tokens_per_s"] = sum(out["prompt_tokens"]) / out["prefill_s"]
-    policy.close()
+    out["decode_tokens_per_s"] = len(rows) * steps / out["decode_s"]
+    out["prefill_tokens_per_s"] = sum(len(r) for r in rows) / out["prefill_s"]
     return out
 
 
@@ -415,14 +446,19 @@ def report(res: dict[tuple[str, str], dict[str, Any]], a: argparse.Namespace) ->
                    f"decode {lim['decode_steps_per_s']:.2f} steps/s = {lim['decode_tokens_per_s']:.1f} tokens/s; "
                    f"prefill {lim['prefill_tokens_per_s']:.0f} tokens/s.\n")
     engine_titles = {LLAMACPP: "llama.cpp, float weights (the adapter merged)",
+                     LLAMACPP_LOCKSTEP: "llama.cpp, float weights, in lock step (each batch waits for its longest action)",
                      LLAMACPP_FILE: "llama.cpp, the GGUF's Q4_1 weights (the adapter as a LoRA)"}
     limits = {head: lim}
     for version, title in engine_titles.items():
-        limits[version] = llim = res.get((version, "limit"))
-        if llim:
+        limits[version] = llim = res.get((LLAMACPP if version == LLAMACPP_LOCKSTEP else version, "limit"))
+        if llim and version != LLAMACPP_LOCKSTEP:
             out.append(f"Limit of {title}: the same prompts, its own batched decode loop: decode "
                        f"{llim['decode_steps_per_s']:.2f} steps/s = {llim['decode_tokens_per_s']:.1f} tokens/s; prefill "
                        f"{llim['prefill_tokens_per_s']:.0f} tokens/s.\n")
+            if "long" in llim:
+                lg = llim["long"]
+                out.append(f"The same at {lg['prompt_tokens']}-token contexts: decode {lg['decode_tokens_per_s']:.1f} "
+                           f"tokens/s; prefill {lg['prefill_tokens_per_s']:.0f} tokens/s.\n")
     episode_parts = ("base", "adapter", "cap-base", "cap-adapter")
     titles = {head: "this tree (transformers)", **{v: f"this tree on {t}" for v, t in engine_titles.items()}}
     for version, title in titles.items():
@@ -510,7 +546,8 @@ def main() -> int:
     except ConfigError as exc:
         p.error(f"--fast-train: {exc}")
     a.adapters = Path(a.adapters).resolve() if a.adapters else ensure_adapter(out)
-    versions = {a.baseline: export_baseline(a.baseline, out), "head": ROOT, FAST: ROOT, LLAMACPP: ROOT, LLAMACPP_FILE: ROOT}
+    versions = {a.baseline: export_baseline(a.baseline, out), "head": ROOT, FAST: ROOT, LLAMACPP: ROOT, LLAMACPP_LOCKSTEP: ROOT,
+                LLAMACPP_FILE: ROOT}
     run_now = {a.baseline if v == "baseline" else v for v in a.versions.split(",") if v}
     if run_now & set(ENGINES) and importlib.util.find_spec("llama_cpp") is None:
         print("llama-cpp-python is not installed: the llamacpp versions are not measured", flush=True)
@@ -518,7 +555,8 @@ def main() -> int:
     res: dict[tuple[str, str], dict[str, Any]] = {}
     for part in parts:
         for version, code in versions.items():
-            if ((part == "limit" and version == a.baseline) or (part == "grpo" and version == LLAMACPP_FILE)
+            if ((part == "limit" and version in (a.baseline, LLAMACPP_LOCKSTEP))
+                    or (part == "grpo" and version in (LLAMACPP_FILE, LLAMACPP_LOCKSTEP))
                     or (version == FAST and part != "grpo")):
                 continue  # the model's own speed: one measurement per engine; GRPO samples on float weights;
                 # head-fast differs from head only in its training settings

@@ -466,3 +466,40 @@ def test_shared_prompts_are_prefilled_once_and_decode_as_apart(smollm2):
     finally:
         apart.close()
         shared.close()
+
+
+@pytest.mark.parametrize("greedy", [True, False])
+def test_serving_continuously_plays_the_lock_step_episodes_on_the_4bit_file(smollm2, greedy):
+    """``serve`` answers each request as soon as its action is complete and refills the slot at once; on the
+    4-bit file (logits independent of what a slot held and of the batch) every episode is the lock-step one,
+    sampled or greedy, in no more decode steps."""
+    import gymnasium as gym
+
+    from tests.helpers_envs import ENV_ID
+    from trace_gym.policies.llamacpp import LlamaCppPolicy
+    from trace_gym.rollout import rollout_queue
+
+    class LockStepOnly:  # the same policy without ``serve``
+        accepts_seeds = True
+
+        def __init__(self, inner):
+            self.inner, self.policy_id = inner, inner.policy_id
+
+        def act(self, messages, tools):
+            return self.inner.act(messages, tools)
+
+        def act_batch(self, requests, seeds=None):
+            return self.inner.act_batch(requests, seeds=seeds)
+
+    def play(policy):
+        return rollout_queue([gym.make(ENV_ID, max_steps=4) for _ in range(3)], policy, list(range(5)))
+
+    opts = dict(max_new_tokens=24, batch_size=3, n_ctx=1024, seed=2, weight_type="file", greedy=greedy, temperature=0.8)
+    lock_policy, served_policy = LlamaCppPolicy.smollm2(**opts), LlamaCppPolicy.smollm2(**opts)
+    lock, served = play(LockStepOnly(lock_policy)), play(served_policy)
+    assert [(t.seed, t.actions, t.rewards) for t in served] == [(t.seed, t.actions, t.rewards) for t in lock]
+    a, b = lock_policy.decode_stats, served_policy.decode_stats
+    assert b.generated_tokens == a.generated_tokens and b.rows == a.rows
+    assert b.decode_steps <= a.decode_steps  # rounds at least as full (speed: benchmarks/rollout_speed.py)
+    lock_policy.close()
+    served_policy.close()

@@ -315,6 +315,11 @@ def rollout_queue(
                 return
             done(j, ep)  # ended at reset: the env is free again
 
+    if len(envs) > 1 and callable(getattr(policy, "serve", None)):
+        from .serving import serve_episodes
+
+        serve_episodes(policy, envs, fill, done, active, acting, finished)
+        return [t for t in results if t is not None]
     for env in envs:
         fill(env)
     while active:

@@ -51,7 +51,7 @@ class ContextGuard:
         self.inner.policy_id = value
 
     def __getattr__(self, name: str) -> Any:  # decisions, names, ... of the wrapped policy
-        if name == "inner":
+        if name in ("inner", "serve"):  # serving continuously would bypass the guard's own act_batch
             raise AttributeError(name)
         return getattr(self.inner, name)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["ContextExceeded", "Policy", "PolicyError", "Request", "act_batch", "reset_policy"]
+__all__ = ["ContextExceeded", "Policy", "PolicyError", "Request", "RequestQueue", "act_batch", "reset_policy"]
 
 Request = tuple[list[dict[str, Any]], list[dict[str, Any]]]
 """One policy query: ``(messages, tools)``."""
@@ -37,6 +37,28 @@ class ContextExceeded(PolicyError):
         self.limit = int(limit)
 
 
+class RequestQueue(Protocol):
+    """The episodes a continuously serving policy answers (``policy.serve(queue)``).
+
+    ``take()`` hands out the next request as ``(key, (messages, tools), episode seed)``, or
+    ``None`` when none is waiting right now (the policy then finishes the rows it holds; an
+    answer may queue more, so it asks again after each).  ``answer(key, action)`` delivers
+    the action of a request taken earlier; the episode steps at once and its next request,
+    if any, is queued.  ``reject(key, error)`` hands back a request the policy cannot
+    answer because its prompt leaves no room in the model's context (a
+    :class:`ContextExceeded`); the caller ends that episode as truncated.  ``serve``
+    returns when ``take()`` gives ``None`` and no request it took is unanswered; it raises
+    :class:`PolicyError` when it cannot go on (requests taken and not answered stay so), and
+    lets whatever ``answer`` raises through.
+    """
+
+    def take(self) -> tuple[Any, Request, int | None] | None: ...
+
+    def answer(self, key: Any, action: str) -> None: ...
+
+    def reject(self, key: Any, error: ContextExceeded) -> None: ...
+
+
 @runtime_checkable
 class Policy(Protocol):
     """Anything with a ``policy_id`` and an ``act`` method.
@@ -49,7 +71,10 @@ class Policy(Protocol):
     * ``accepts_seeds = True`` makes ``act_batch`` receive ``seeds=`` (each request's
       episode seed);
     * ``batchable = False`` says the policy keeps per-episode state and cannot play
-      several episodes in lock step.
+      several episodes in lock step;
+    * ``serve(queue) -> None`` answers requests continuously (:class:`RequestQueue`): each
+      action as soon as it is complete, while the others go on, so that a rollout of
+      several episodes never waits for a batch's longest action.
 
     Errors: :class:`PolicyError` when no action can be produced (the rollout stops);
     :class:`ContextExceeded` (a ``PolicyError``) when some requests no longer fit the

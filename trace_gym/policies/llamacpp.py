@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .base import PolicyError
+from .base import ContextExceeded, PolicyError, RequestQueue
 from .chat import ChatPolicy
 from .decoding import DecodeStats, StopRule
 from .hf_models import (
@@ -73,6 +73,16 @@ class _Slot:
         self.used = 0
 
 
+class _Row:
+    """One request being served: its prompt tokens, token limit, generator and what it produced so far."""
+
+    __slots__ = ("key", "tokens", "limit", "generator", "produced")
+
+    def __init__(self, key: Any, tokens: list[int], limit: int, generator: Any):
+        self.key, self.tokens, self.limit, self.generator = key, tokens, limit, generator
+        self.produced: list[int] = []
+
+
 class LlamaCppEngine:
     """One GGUF model, one context of ``slots`` sequences of ``n_ctx`` tokens each, and its LoRA adapters.
 
@@ -93,7 +103,11 @@ class LlamaCppEngine:
         self.model_path = Path(model_path)
         if not self.model_path.is_file():
             raise ModelUnavailableError(f"no GGUF model file at {self.model_path}")
-        self._model = lib.llama_model_load_from_file(str(self.model_path).encode(), lib.llama_model_default_params())
+        model_params = lib.llama_model_default_params()
+        # no repacked weight layouts (AMX tiles on CPUs that have them): with llama-cpp-python 0.3.36 on an
+        # AMX CPU, decoding the 4-bit file through them crashed the process; the plain layouts decode it
+        model_params.use_extra_bufts = False
+        self._model = lib.llama_model_load_from_file(str(self.model_path).encode(), model_params)
         if not self._model:
             raise ModelUnavailableError(f"llama.cpp could not load {self.model_path}")
         self.n_vocab = int(lib.llama_vocab_n_tokens(lib.llama_model_get_vocab(self._model)))
@@ -186,9 +200,12 @@ class LlamaCppEngine:
                     out[start + k] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
         return out
 
-    def _assign(self, rows: list[list[int]]) -> list[int]:
-        """A distinct slot per row: the one sharing the longest prefix (same adapter), then the least recently used."""
-        free = set(range(len(self.slots)))
+    def _assign(self, rows: list[list[int]], free_slots: Sequence[int] | None = None) -> list[int]:
+        """A distinct slot per row (among ``free_slots``; default: all): the one sharing the longest prefix (same
+        adapter), then the least recently used."""
+        free = set(range(len(self.slots))) if free_slots is None else set(free_slots)
+        if len(free) < len(rows):
+            raise ValueError(f"{len(rows)} rows for {len(free)} free slots")
         picks = []
         for row in rows:
             best = max(sorted(free), key=lambda s, row=row: (
@@ -295,6 +312,27 @@ class LlamaCppEngine:
                          decode_s=time.perf_counter() - prefill_done)
         return produced
 
+    def advance(self, new_rows: list[list[int]], feed: list[tuple[int, int]],
+                free_slots: Sequence[int]) -> tuple[list[int], list[Any], list[Any], int]:
+        """One round of continuous batching, in one ``llama_decode`` where it fits: the rows in ``new_rows``
+        start in slots chosen among ``free_slots`` (each keeps the prefix its slot holds; the rest is
+        prefilled), and each ``(slot, token)`` of ``feed`` appends ``token`` to a live row.  Returns the new
+        rows' slots, the logits after each new row's last token, the logits after each fed token (float32
+        numpy, in order) and the tokens prefilled.  On a failed decode every slot involved holds nothing."""
+        slots = self._assign(new_rows, free_slots) if new_rows else []
+        try:
+            entries, last_entry, prefilled = self._prefill_entries(new_rows, slots) if new_rows else ([], [], 0)
+            first_fed = len(entries)
+            for s, tok in feed:
+                slot = self.slots[s]
+                entries.append([tok, len(slot.tokens), s, True])
+                slot.tokens.append(tok)
+            got = self._run(entries)
+        except BaseException:
+            self._forget(slots + [s for s, _ in feed])
+            raise
+        return slots, [got[e] for e in last_entry], [got[first_fed + k] for k in range(len(feed))], prefilled
+
     def _forget(self, slots: list[int]) -> None:
         """After a failed decode: these slots' cells may not hold what their tokens say, so they hold nothing."""
         for s in slots:
@@ -382,6 +420,65 @@ class LlamaCppPolicy(ChatPolicy):
 
     def context_limit(self) -> int | None:
         return self.engine.context
+
+    def serve(self, queue: RequestQueue) -> None:
+        """Answer every request ``queue`` hands out, each in its own slot, continuously: a row whose action is
+        complete is answered at once (its episode steps and may queue its next request) and its slot takes
+        the next request in the same round, so no row waits for the longest action of a batch.
+
+        Each action is what :meth:`act_batch` gives for the same request and episode seed: the same
+        prompt, stop rule, token limit and per-row generator; on the ``file`` weights (integer dot
+        products) the same tokens, on float weights up to the rounding described in the class
+        docstring.  A request whose prompt leaves no room in the context goes to ``queue.reject``;
+        a failed decode raises :class:`~trace_gym.policies.base.PolicyError` (nothing more is answered).
+        """
+        import numpy as np
+        import torch
+
+        engine, stop, context = self.engine, self.stop_rule, self.context_limit()
+        live: dict[int, _Row] = {}  # slot -> its row
+        done: list[_Row] = []
+        prefill_s = decode_s = 0.0
+        prefilled = rounds = 0
+        try:
+            while True:
+                admitted: list[_Row] = []
+                while len(live) + len(admitted) < len(engine.slots):
+                    item = queue.take()
+                    if item is None:
+                        break
+                    key, (messages, tools), seed = item
+                    prompt = self.render_prompt(messages, tools)
+                    try:
+                        [row] = self._encode([prompt])
+                    except ContextExceeded as exc:
+                        queue.reject(key, exc)
+                        continue
+                    limit = self.max_new_tokens if context is None else min(self.max_new_tokens, context - len(row))
+                    gen = torch.Generator(device="cpu").manual_seed(self._row_seed(prompt, seed))
+                    admitted.append(_Row(key, row, limit, gen))
+                if not admitted and not live:
+                    return
+                fed = list(live.items())
+                t0 = time.perf_counter()
+                slots, first, after, n_pre = engine.advance([r.tokens for r in admitted], [(s, r.produced[-1]) for s, r in fed],
+                                                           [s for s in range(len(engine.slots)) if s not in live])
+                spent = time.perf_counter() - t0
+                share = n_pre / (n_pre + len(fed)) if n_pre + len(fed) else 0.0
+                prefill_s, decode_s, prefilled = prefill_s + spent * share, decode_s + spent * (1 - share), prefilled + n_pre
+                rounds += bool(fed)  # a decode step: live rows took a token (a round of admissions only is prefill)
+                live.update(zip(slots, admitted, strict=True))
+                rows = [r for _, r in fed] + admitted
+                toks = self._pick(torch.from_numpy(np.stack(after + first)), [r.generator for r in rows]).tolist()
+                for (s, r), tok in zip([(s, r) for s, r in fed] + list(zip(slots, admitted, strict=True)), toks, strict=True):
+                    if stop.add(r.produced, int(tok), r.limit, stats=self.decode_stats):
+                        del live[s]
+                        done.append(r)
+                        queue.answer(r.key, stop.cut_text(self.tokenizer.decode(r.produced, skip_special_tokens=True)))
+        finally:
+            if done:
+                self.decode_stats.record([r.tokens for r in done], [r.produced for r in done], prefilled=prefilled,
+                                         steps=rounds, prefill_s=prefill_s, decode_s=decode_s)
 
     def _decode(self, rows: list[list[int]], limits: list[int], pick: Any) -> list[list[int]]:
         return self.engine.decode(rows, max_new_tokens=limits, pick=pick, stop=self.stop_rule, stats=self.decode_stats)

@@ -151,6 +151,16 @@ class AdapterPolicy:
     def reset(self, seed: int | None = None) -> None:
         self.base.reset(seed)
 
+    @property
+    def serve(self) -> Any:
+        """The base policy's continuous serving (:class:`~trace_gym.policies.base.RequestQueue`) where the base
+        serves its adapters itself: every request is answered with the adapter in use, as by :meth:`act_batch`.
+        Absent (``AttributeError``) otherwise."""
+        inner = getattr(self.base, "serve", None)
+        if not self.serving or inner is None:
+            raise AttributeError("serve")
+        return inner
+
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
         with self._ctx():
             return self.base.act(messages, tools)
