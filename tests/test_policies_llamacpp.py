@@ -472,7 +472,7 @@ def test_shared_prompts_are_prefilled_once_and_decode_as_apart(smollm2):
 def test_serving_continuously_plays_the_lock_step_episodes_on_the_4bit_file(smollm2, greedy):
     """``serve`` answers each request as soon as its action is complete and refills the slot at once; on the
     4-bit file (logits independent of what a slot held and of the batch) every episode is the lock-step one,
-    sampled or greedy, in no more decode steps."""
+    sampled or greedy (what it gains in speed: benchmarks/rollout_speed.py)."""
     import gymnasium as gym
 
     from tests.helpers_envs import ENV_ID
@@ -500,6 +500,5 @@ def test_serving_continuously_plays_the_lock_step_episodes_on_the_4bit_file(smol
     assert [(t.seed, t.actions, t.rewards) for t in served] == [(t.seed, t.actions, t.rewards) for t in lock]
     a, b = lock_policy.decode_stats, served_policy.decode_stats
     assert b.generated_tokens == a.generated_tokens and b.rows == a.rows
-    assert b.decode_steps <= a.decode_steps  # rounds at least as full (speed: benchmarks/rollout_speed.py)
     lock_policy.close()
     served_policy.close()
