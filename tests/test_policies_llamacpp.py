@@ -468,11 +468,12 @@ def test_shared_prompts_are_prefilled_once_and_decode_as_apart(smollm2):
         shared.close()
 
 
-@pytest.mark.parametrize("greedy", [True, False])
-def test_serving_continuously_plays_the_lock_step_episodes_on_the_4bit_file(smollm2, greedy):
-    """``serve`` answers each request as soon as its action is complete and refills the slot at once; on the
-    4-bit file (logits independent of what a slot held and of the batch) every episode is the lock-step one,
-    sampled or greedy (what it gains in speed: benchmarks/rollout_speed.py)."""
+def test_serving_continuously_plays_the_lock_step_episodes_on_the_4bit_file(smollm2):
+    """``serve`` answers each request as soon as its action is complete and refills the slot at once; greedy on
+    the 4-bit file (whose logits do not depend on what a slot held) every episode is the lock-step one.  A
+    round that mixes one row's prefill with other rows' next tokens can round logits differently from a
+    lock-step batch (llama.cpp's kernels depend on the batch), so sampled draws are not compared; what
+    serving gains in speed is measured by benchmarks/rollout_speed.py."""
     import gymnasium as gym
 
     from tests.helpers_envs import ENV_ID
@@ -494,7 +495,7 @@ def test_serving_continuously_plays_the_lock_step_episodes_on_the_4bit_file(smol
     def play(policy):
         return rollout_queue([gym.make(ENV_ID, max_steps=4) for _ in range(3)], policy, list(range(5)))
 
-    opts = dict(max_new_tokens=24, batch_size=3, n_ctx=1024, seed=2, weight_type="file", greedy=greedy, temperature=0.8)
+    opts = dict(max_new_tokens=24, batch_size=3, n_ctx=1024, seed=2, weight_type="file", greedy=True)
     lock_policy, served_policy = LlamaCppPolicy.smollm2(**opts), LlamaCppPolicy.smollm2(**opts)
     lock, served = play(LockStepOnly(lock_policy)), play(served_policy)
     assert [(t.seed, t.actions, t.rewards) for t in served] == [(t.seed, t.actions, t.rewards) for t in lock]

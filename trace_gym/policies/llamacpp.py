@@ -427,9 +427,9 @@ class LlamaCppPolicy(ChatPolicy):
         the next request in the same round, so no row waits for the longest action of a batch.
 
         Each action is what :meth:`act_batch` gives for the same request and episode seed: the same
-        prompt, stop rule, token limit and per-row generator; on the ``file`` weights (integer dot
-        products) the same tokens, on float weights up to the rounding described in the class
-        docstring.  A request whose prompt leaves no room in the context goes to ``queue.reject``;
+        prompt, stop rule, token limit and per-row generator, up to rounding: a round that prefills one
+        row beside other rows' next tokens can round its logits differently from a lock-step batch
+        (llama.cpp's kernels depend on the batch), so a sampled draw, or rarely a greedy one, may differ.  A request whose prompt leaves no room in the context goes to ``queue.reject``;
         a failed decode raises :class:`~trace_gym.policies.base.PolicyError` (nothing more is answered).
         """
         import numpy as np
