@@ -429,8 +429,9 @@ class LlamaCppPolicy(ChatPolicy):
         Each action is what :meth:`act_batch` gives for the same request and episode seed: the same
         prompt, stop rule, token limit and per-row generator, up to rounding: a round that prefills one
         row beside other rows' next tokens can round its logits differently from a lock-step batch
-        (llama.cpp's kernels depend on the batch), so a sampled draw, or rarely a greedy one, may differ.  A request whose prompt leaves no room in the context goes to ``queue.reject``;
-        a failed decode raises :class:`~trace_gym.policies.base.PolicyError` (nothing more is answered).
+        (llama.cpp's kernels depend on the batch), so a sampled draw, or rarely a greedy one, may
+        differ.  A request whose prompt leaves no room in the context goes to ``queue.reject``; a
+        failed decode raises :class:`~trace_gym.policies.base.PolicyError` (nothing more is answered).
         """
         import numpy as np
         import torch
