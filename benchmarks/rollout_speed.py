@@ -174,7 +174,8 @@ def _limit_prompts(policy: Any) -> list[list[int]]:
 def work_limit_llamacpp(steps: int = 48, weight_type: str = "auto", long: int = LONG_CONTEXT) -> dict[str, Any]:
     """llama.cpp's own loop: one prefill of the batch, then one ``llama_decode`` of a token per row per step; on the
     scenarios' opening prompts, and again on prompts of ``long`` tokens (each opening repeated), the length an
-    episode's context reaches a few actions in (``long``: the same figures at that length)."""
+    episode's context reaches a few actions in (``long``: the same figures at that length; ``long_flash``: the same
+    with llama.cpp's flash-attention kernel, which the engine leaves off)."""
     from trace_gym.policies.llamacpp import LlamaCppPolicy
 
     policy = LlamaCppPolicy.smollm2(greedy=True, batch_size=BATCH, weight_type=weight_type)
@@ -182,7 +183,12 @@ def work_limit_llamacpp(steps: int = 48, weight_type: str = "auto", long: int = 
     out: dict[str, Any] = {"prompt_tokens": [len(r) for r in rows], "batch": BATCH, "steps": steps,
                            **_llamacpp_loop(policy.engine, rows, steps)}
     policy.engine._forget(list(range(BATCH)))
-    out["long"] = {"prompt_tokens": long, **_llamacpp_loop(policy.engine, [(r * (long // len(r) + 1))[:long] for r in rows], steps)}
+    longs = [(r * (long // len(r) + 1))[:long] for r in rows]
+    out["long"] = {"prompt_tokens": long, **_llamacpp_loop(policy.engine, longs, steps)}
+    policy.close()
+    # the same long loop with llama.cpp's flash-attention kernel, which the engine leaves off
+    policy = LlamaCppPolicy.smollm2(greedy=True, batch_size=BATCH, weight_type=weight_type, flash_attn=True)
+    out["long_flash"] = {"prompt_tokens": long, **_llamacpp_loop(policy.engine, longs, steps)}
     policy.close()
     return out
 
@@ -459,6 +465,10 @@ def report(res: dict[tuple[str, str], dict[str, Any]], a: argparse.Namespace) ->
                 lg = llim["long"]
                 out.append(f"The same at {lg['prompt_tokens']}-token contexts: decode {lg['decode_tokens_per_s']:.1f} "
                            f"tokens/s; prefill {lg['prefill_tokens_per_s']:.0f} tokens/s.\n")
+            if "long_flash" in llim:
+                lf = llim["long_flash"]
+                out.append(f"With llama.cpp's flash-attention kernel (off in the engine): decode "
+                           f"{lf['decode_tokens_per_s']:.1f} tokens/s; prefill {lf['prefill_tokens_per_s']:.0f} tokens/s.\n")
     episode_parts = ("base", "adapter", "cap-base", "cap-adapter")
     titles = {head: "this tree (transformers)", **{v: f"this tree on {t}" for v, t in engine_titles.items()}}
     for version, title in titles.items():

@@ -263,8 +263,10 @@ def test_llama_cpp_acts_in_lock_step_reuses_prefixes_and_ends_long_prompts(smoll
     with pytest.raises(ContextExceeded) as info:
         lcp.act_batch([(PROMPT, []), (long, [])], seeds=[0, 0])
     assert info.value.rows == [1] and info.value.limit == 512
-    # on the 4-bit file, whose logits do not depend on a slot's cached prefix (float weights' do, slightly)
-    sampled = LlamaCppPolicy.smollm2(max_new_tokens=16, batch_size=2, n_ctx=512, seed=5, weight_type="file")
+    # on the 4-bit file with the flash-attention kernel, whose logits do not depend on a slot's cached prefix
+    # (float weights' do, slightly, and so does the plain attention kernel's sum order)
+    sampled = LlamaCppPolicy.smollm2(max_new_tokens=16, batch_size=2, n_ctx=512, seed=5, weight_type="file",
+                                     flash_attn=True)
     first = sampled.act_batch([(PROMPT, []), (other, [])], seeds=[3, 4])
     assert sampled.act_batch([(other, []), (PROMPT, [])], seeds=[4, 3]) == first[::-1]  # a row's draw is its own
     lcp.close()
