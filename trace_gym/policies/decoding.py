@@ -221,6 +221,74 @@ class _Lookup:
         return seq[e + 1: e + 1 + k] if e is not None else []
 
 
+class Drafts:
+    """Prompt-lookup drafting for a batch of rows, one implementation for every decoding loop.
+
+    Row ``key``'s drafts are the tokens that followed the latest earlier occurrence of its last
+    two tokens (:class:`_Lookup`).  :meth:`propose` sizes a step's drafts by each row's recent
+    acceptance and ``cost`` (what one more position per row adds to a step, as a share of a
+    one-token step); :meth:`check` keeps a row's drafts as long as each is the token the
+    caller's ``choose`` picks at that position, so the tokens are the ones plain decoding picks.
+    ``lookahead`` 0 turns drafting off (every call is then a no-op).
+    """
+
+    def __init__(self, rows: Sequence[Sequence[int]] = (), lookahead: int = 0, cost: float = 0.05):
+        self.lookahead, self.cost = max(0, int(lookahead)), float(cost)
+        self.lookups: dict[Any, _Lookup] = {}
+        self.accept: dict[Any, float] = {}  # each row's running estimate of a draft token's chance to be kept
+        self.drafted = self.accepted = 0
+        for key, row in enumerate(rows):
+            self.start(key, row)
+
+    def start(self, key: Any, row: Sequence[int]) -> None:
+        """Draft for a new row ``key`` whose tokens so far are ``row``."""
+        if self.lookahead:
+            self.lookups[key], self.accept[key] = _Lookup(list(row)), 0.5
+
+    def end(self, key: Any) -> None:
+        self.lookups.pop(key, None)
+        self.accept.pop(key, None)
+
+    def append(self, key: Any, token: int) -> None:
+        if self.lookahead:
+            self.lookups[key].append(token)
+
+    def propose(self, live: Sequence[Any], room: Sequence[int]) -> list[list[int]]:
+        """Drafts for the rows ``live`` (at most ``room[k]`` tokens for ``live[k]``), as many per row as pay."""
+        if not self.lookahead:
+            return [[] for _ in live]
+        drafts = [self.lookups[key].draft(min(self.lookahead, r)) for key, r in zip(live, room, strict=True)]
+        keep = _draft_width(drafts, [self.accept[key] for key in live], list(range(len(live))), self.cost)
+        return [d[:keep] for d in drafts]
+
+    def check(self, live: Sequence[Any], column: Callable[[int, list[int]], Any], drafts: Sequence[Sequence[int]],
+              choose: Callable[[Any, list[Any]], Sequence[int]], emit: Callable[[Any, int], bool]) -> list[int]:
+        """Pick each live row's tokens from the step's logits, position by position, while its drafts hold.
+
+        ``column(j, ks)``: the logits at position ``j`` (after the fed token and ``j`` drafts) of the
+        rows ``live[k]`` for ``k`` in ``ks``; ``choose(logits, keys)`` picks one token per row;
+        ``emit(key, token)`` adds a token and says whether the row is finished.  Returns how many
+        drafts each live row kept (its positions after them hold tokens that are not its own)."""
+        kept = [0] * len(live)
+        checking = list(range(len(live)))
+        j = 0
+        while checking:
+            toks = choose(column(j, checking), [live[k] for k in checking])
+            still = []
+            for k, tok in zip(checking, toks, strict=True):
+                done = emit(live[k], int(tok))
+                if not done and j < len(drafts[k]) and int(tok) == drafts[k][j]:
+                    kept[k] += 1
+                    still.append(k)
+            checking, j = still, j + 1
+        for k, key in enumerate(live):
+            if drafts[k] and key in self.accept:
+                self.drafted += len(drafts[k])
+                self.accepted += kept[k]
+                self.accept[key] = 0.7 * self.accept[key] + 0.3 * kept[k] / len(drafts[k])
+        return kept
+
+
 def decode_rows(
     model: Any,
     rows: Sequence[Sequence[int]],
@@ -315,38 +383,32 @@ def decode_rows(
 
         finished = [False] * batch
         produced: list[list[int]] = [[] for _ in range(batch)]
-        lookups = [_Lookup(list(r)) for r in rows] if lookahead else []
-        accept = [0.5] * batch  # each row's running estimate of a draft token's chance to be kept
+        drafts = Drafts(rows, lookahead, draft_cost)
         next_pos = [len(r) for r in rows]
 
         def emit(i: int, tok: int) -> bool:
             """Add ``tok`` to row ``i``; whether the row is finished now."""
-            if lookups:
-                lookups[i].append(tok)
+            drafts.append(i, tok)
             finished[i] = stop.add(produced[i], tok, limits[i], keep_stop_token=keep_stop_token, stats=stats)
             return finished[i]
 
         live = list(range(batch))
         for i, tok in zip(live, _tokens(pick(out.logits[:, -1, :].float(), live)), strict=True):
             emit(i, tok)
-        column, steps, drafted, accepted = start + width, 0, 0, 0
+        column, steps = start + width, 0
         layers = getattr(cache, "layers", [])
         while not all(finished):
             live = [i for i in range(batch) if not finished[i]]
             left = max(limits[i] - len(produced[i]) for i in live)
-            drafts = [[] for _ in range(batch)]
+            ahead = [[] for _ in live]
             if lookahead and column + lookahead + 1 + left <= capacity:
-                for i in live:
-                    drafts[i] = lookups[i].draft(min(lookahead, limits[i] - len(produced[i]) - 1))
-                keep = _draft_width(drafts, accept, live, draft_cost)
-                for i in live:
-                    drafts[i] = drafts[i][:keep]
-            width_now = 1 + max(len(drafts[i]) for i in live)
+                ahead = drafts.propose(live, [limits[i] - len(produced[i]) - 1 for i in live])
+            width_now = 1 + max(len(d) for d in ahead)
             block = torch.full((batch, width_now), pad_id, dtype=torch.long)
             pos = torch.zeros((batch, width_now), dtype=torch.long)
             mask[:, column: column + width_now] = 0
-            for i in live:
-                fed = [produced[i][-1], *drafts[i]]  # a live row's last token is not in the cache yet
+            for i, row_drafts in zip(live, ahead, strict=True):
+                fed = [produced[i][-1], *row_drafts]  # a live row's last token is not in the cache yet
                 block[i, : len(fed)] = torch.tensor(fed, dtype=torch.long)
                 pos[i] = torch.arange(next_pos[i], next_pos[i] + width_now)
                 mask[i, column: column + len(fed)] = 1
@@ -357,34 +419,19 @@ def decode_rows(
                         **{cache_arg: cache}, **step_extra)
             cache = out.get(cache_arg)
             logits = out.logits[:, -width_now:, :].float()
-            kept = {i: 0 for i in live}
-            checking = list(live)
-            for j in range(width_now):
-                if not checking:
-                    break
-                toks = _tokens(pick(logits[checking, j, :], checking))
-                still = []
-                for i, tok in zip(checking, toks, strict=True):
-                    done = emit(i, tok)
-                    if not done and j < len(drafts[i]) and tok == drafts[i][j]:
-                        kept[i] += 1
-                        still.append(i)
-                checking = still
+            kept = drafts.check(live, lambda j, ks, lg=logits, live=live: lg[[live[k] for k in ks], j, :], ahead,
+                                lambda lg, idx: _tokens(pick(lg, idx)), emit)
             advance = 0
-            for i in live:
-                n = kept[i] + 1  # the fed token and the drafts kept: the row's columns from this block
+            for i, k in zip(live, kept, strict=True):
+                n = k + 1  # the fed token and the drafts kept: the row's columns from this block
                 mask[i, column + n: column + width_now] = 0
                 next_pos[i] += n
                 advance = max(advance, n)
-                if drafts[i]:
-                    drafted += len(drafts[i])
-                    accepted += kept[i]
-                    accept[i] = 0.7 * accept[i] + 0.3 * kept[i] / len(drafts[i])
             column += advance
             steps += 1
         if stats is not None:
             stats.record(rows, produced, prefilled=shared_run + sum(own), steps=steps, prefill_s=prefill_done - t0,
-                         decode_s=time.perf_counter() - prefill_done, drafted=drafted, accepted=accepted)
+                         decode_s=time.perf_counter() - prefill_done, drafted=drafts.drafted, accepted=drafts.accepted)
     return produced
 
 

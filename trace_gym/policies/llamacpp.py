@@ -1,26 +1,24 @@
 """A chat policy on llama.cpp (``llama-cpp-python``): a GGUF model run by a purpose-built CPU engine.
 
-:class:`LlamaCppPolicy` prompts, seeds and stops exactly as
-:class:`~trace_gym.policies.hf.HFPolicy` does (both are a
-:class:`~trace_gym.policies.chat.ChatPolicy`; the same tokenizer, chat template and
-:func:`~trace_gym.policies.decoding.pick_tokens`), and hands the token rows to
-:class:`LlamaCppEngine`:
+:class:`LlamaCppPolicy` prompts, seeds and stops exactly as :class:`~trace_gym.policies.hf.HFPolicy`
+does (both are a :class:`~trace_gym.policies.chat.ChatPolicy`: the same tokenizer, chat template
+and :func:`~trace_gym.policies.decoding.pick_tokens`), and hands the token rows to :class:`LlamaCppEngine`:
 
-* **Lock-step batches.**  One llama.cpp context holds ``slots`` sequences; every decode
-  step runs one token of every live row in one ``llama_decode``, so the weights are read
-  once per step for the whole batch.
-* **Prefix reuse per slot.**  A row goes to the free slot whose cached tokens share the
-  longest prefix with it (its conversation's previous turn, or at least the system prompt
-  and tool listing of the last episode played there); only the rest is prefilled.
-* **Adapters without reloading.**  PEFT LoRA adapters are converted once to llama.cpp's LoRA
-  GGUF (:mod:`~trace_gym.policies.lora_gguf`), loaded next to the model and switched per
-  batch (:meth:`LlamaCppPolicy.use_adapter`); cached prefixes are kept per adapter.
+* **Batches.**  One llama.cpp context holds ``slots`` sequences; a step runs every live row's
+  next token in one ``llama_decode`` (the weights are read once per step for the batch), and
+  :meth:`LlamaCppPolicy.serve` refills a slot as soon as its row's action is complete.
+* **Prefix reuse per slot.**  A row goes to the free slot whose cached tokens share the longest
+  prefix with it (its conversation's previous turn, or the system prompt and tool listing of
+  the last episode played there); only the rest is prefilled.
+* **Adapters without reloading.**  PEFT LoRA adapters become llama.cpp LoRA GGUFs once
+  (:mod:`~trace_gym.policies.lora_gguf`), switched per batch; one adapter alone is merged.
+* **Prompt-lookup drafts.**  A step also feeds each row the tokens that followed the last
+  occurrence of its latest two (tool names, arguments, JSON copied from the prompt) as extra
+  positions, and keeps those the row's own pick confirms (:class:`~trace_gym.policies.decoding.Drafts`).
 
-The arithmetic is llama.cpp's: on a quantized GGUF (SmolLM2's ships as Q4_1) its dot
-products quantize activations too, so its greedy tokens can differ from ``transformers``'
-on the de-quantized weights; ``benchmarks/rollout_speed.py`` counts the actions that
-differ.  Install with ``pip install "trace-gym[llamacpp]"`` (llama-cpp-python 0.3.36 or later,
-built from source for this CPU).
+The arithmetic is llama.cpp's, so greedy tokens can differ from ``transformers``' by rounding;
+``benchmarks/rollout_speed.py`` counts the actions that differ.  Install with
+``pip install "trace-gym[llamacpp]"`` (llama-cpp-python 0.3.36 or later, built for this CPU).
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ from typing import Any
 
 from .base import ContextExceeded, PolicyError, RequestQueue
 from .chat import ChatPolicy
-from .decoding import DecodeStats, StopRule
+from .decoding import DecodeStats, Drafts, StopRule
 from .hf_models import (
     ModelUnavailableError,
     load_smollm2_tokenizer,
@@ -44,7 +42,11 @@ from .hf_models import (
 )
 from .prefix_cache import common_length
 
-__all__ = ["LlamaCppEngine", "LlamaCppPolicy", "require_llama_cpp"]
+__all__ = ["DRAFT_COST", "LlamaCppEngine", "LlamaCppPolicy", "require_llama_cpp"]
+
+# what one more position per row adds to a llama.cpp decode step of SmolLM2-135M on a 2-core CPU, as a share of a
+# one-token step (batch 4, contexts of 400 to 3,000 tokens: 0.055 to 0.061): how many prompt-lookup drafts pay
+DRAFT_COST = 0.06
 
 _LOG_CALLBACK: Any = None  # kept alive: llama.cpp calls it for every log line
 
@@ -263,19 +265,22 @@ class LlamaCppEngine:
         return entries, last_entry, prefilled
 
     def decode(self, rows: Sequence[Sequence[int]], *, max_new_tokens: Sequence[int], pick: Callable[[Any, list[int]], Any],
-               stop: StopRule, stats: DecodeStats | None = None, keep_stop_token: bool = False) -> list[list[int]]:
+               stop: StopRule, stats: DecodeStats | None = None, keep_stop_token: bool = False, lookahead: int = 0,
+               draft_cost: float = DRAFT_COST) -> list[list[int]]:
         """Continue ``rows`` as :func:`~trace_gym.policies.decoding.decode_rows` does (``pick(logits, idx)`` maps the
         logits of rows ``idx`` to one token each; ``stop`` ends a row, its end-of-turn token left out unless
-        ``keep_stop_token``)."""
+        ``keep_stop_token``; ``lookahead`` > 0 checks that many prompt-lookup drafts per row and step, as
+        ``decode_rows`` does, each draft an extra position of the step's batch)."""
         out: list[list[int]] = []
         n = len(self.slots)
         for start in range(0, len(rows), n):
             out.extend(self._decode_chunk([list(r) for r in rows[start: start + n]], list(max_new_tokens[start: start + n]),
-                                          pick, stop, stats, keep_stop_token))
+                                          pick, stop, stats, keep_stop_token, lookahead, draft_cost))
         return out
 
     def _decode_chunk(self, rows: list[list[int]], limits: list[int], pick: Callable[[Any, list[int]], Any], stop: StopRule,
-                      stats: DecodeStats | None, keep_stop_token: bool = False) -> list[list[int]]:
+                      stats: DecodeStats | None, keep_stop_token: bool = False, lookahead: int = 0,
+                      draft_cost: float = DRAFT_COST) -> list[list[int]]:
         import numpy as np
         import torch
 
@@ -290,53 +295,79 @@ class LlamaCppEngine:
         prefill_done = time.perf_counter()
         produced: list[list[int]] = [[] for _ in rows]
         finished = [False] * len(rows)
+        drafts = Drafts(rows, lookahead, draft_cost)
+
+        def choose(column: Any, idx: list[int]) -> list[int]:
+            return [int(t) for t in pick(torch.from_numpy(column), idx).tolist()]
+
+        def emit(i: int, tok: int) -> bool:
+            drafts.append(i, tok)
+            finished[i] = stop.add(produced[i], tok, limits[i], keep_stop_token=keep_stop_token, stats=stats)
+            return finished[i]
+
         live = list(range(len(rows)))
-        current = np.stack([logits[e] for e in last_entry])
+        for i, tok in zip(live, choose(np.stack([logits[e] for e in last_entry]), live), strict=True):
+            emit(i, tok)
         steps = 0
-        while live:
-            toks = [int(t) for t in pick(torch.from_numpy(current), live).tolist()]
-            for i, tok in zip(live, toks, strict=True):
-                finished[i] = stop.add(produced[i], tok, limits[i], keep_stop_token=keep_stop_token, stats=stats)
+        while True:
             live = [i for i in live if not finished[i]]
             if not live:
                 break
-            step = []
-            for i in live:
+            ahead = drafts.propose(live, [limits[i] - len(produced[i]) - 1 for i in live])
+            step, firsts = [], []
+            for i, extra in zip(live, ahead, strict=True):
                 slot = self.slots[slots[i]]
-                step.append((produced[i][-1], len(slot.tokens), slots[i], True))
-                slot.tokens.append(produced[i][-1])
+                firsts.append(len(step))
+                for tok in (produced[i][-1], *extra):
+                    step.append((tok, len(slot.tokens), slots[i], True))
+                    slot.tokens.append(tok)
             try:
                 got = self._run(step)
             except BaseException:
                 self._forget(slots)
                 raise
-            current = np.stack([got[k] for k in range(len(live))])
+            fed = [[got[first + j] for j in range(1 + len(extra))] for first, extra in zip(firsts, ahead, strict=True)]
+            kept = drafts.check(live, lambda j, ks, fed=fed: np.stack([fed[k][j] for k in ks]), ahead, choose, emit)
+            for i, extra, k in zip(live, ahead, kept, strict=True):  # take back the drafts not kept
+                self.rewind(slots[i], len(self.slots[slots[i]].tokens) - len(extra) + k)
             steps += 1
         if stats is not None:
             stats.record(rows, produced, prefilled=prefilled, steps=steps, prefill_s=prefill_done - t0,
-                         decode_s=time.perf_counter() - prefill_done)
+                         decode_s=time.perf_counter() - prefill_done, drafted=drafts.drafted, accepted=drafts.accepted)
         return produced
 
-    def advance(self, new_rows: list[list[int]], feed: list[tuple[int, int]],
-                free_slots: Sequence[int]) -> tuple[list[int], list[Any], list[Any], int]:
+    def advance(self, new_rows: list[list[int]], feed: list[tuple[int, Sequence[int]]],
+                free_slots: Sequence[int]) -> tuple[list[int], list[Any], list[list[Any]], int]:
         """One round of continuous batching, in one ``llama_decode`` where it fits: the rows in ``new_rows``
         start in slots chosen among ``free_slots`` (each keeps the prefix its slot holds; the rest is
-        prefilled), and each ``(slot, token)`` of ``feed`` appends ``token`` to a live row.  Returns the new
-        rows' slots, the logits after each new row's last token, the logits after each fed token (float32
-        numpy, in order) and the tokens prefilled.  On a failed decode every slot involved holds nothing."""
+        prefilled), and each ``(slot, tokens)`` of ``feed`` appends ``tokens`` (a live row's last token and
+        any drafts after it) to that slot's row.  Returns the new rows' slots, the logits after each new
+        row's last token, the logits after each fed token (float32 numpy; a list per ``feed`` entry) and the
+        tokens prefilled.  Drafts that turn out wrong are taken back with :meth:`rewind`.  On a failed decode
+        every slot involved holds nothing."""
         slots = self._assign(new_rows, free_slots) if new_rows else []
         try:
             entries, last_entry, prefilled = self._prefill_entries(new_rows, slots) if new_rows else ([], [], 0)
-            first_fed = len(entries)
-            for s, tok in feed:
+            first_fed = []
+            for s, toks in feed:
                 slot = self.slots[s]
-                entries.append([tok, len(slot.tokens), s, True])
-                slot.tokens.append(tok)
+                first_fed.append(len(entries))
+                for tok in toks:
+                    entries.append([tok, len(slot.tokens), s, True])
+                    slot.tokens.append(tok)
             got = self._run(entries)
         except BaseException:
             self._forget(slots + [s for s, _ in feed])
             raise
-        return slots, [got[e] for e in last_entry], [got[first_fed + k] for k in range(len(feed))], prefilled
+        fed = [[got[first + j] for j in range(len(toks))] for first, (_, toks) in zip(first_fed, feed, strict=True)]
+        return slots, [got[e] for e in last_entry], fed, prefilled
+
+    def rewind(self, slot: int, length: int) -> None:
+        """Keep only the first ``length`` positions of ``slot``'s sequence (drop rejected drafts' cells)."""
+        held = self.slots[slot]
+        if length < len(held.tokens):
+            self._lib.llama_memory_seq_rm(self._memory, slot, length, -1)
+            del held.tokens[length:]
 
     def _forget(self, slots: list[int]) -> None:
         """After a failed decode: these slots' cells may not hold what their tokens say, so they hold nothing."""
@@ -387,14 +418,21 @@ class LlamaCppPolicy(ChatPolicy):
     depend on what the slot held before.  The 4-bit file's integer dot products do not: with
     ``flash_attn=True`` (llama.cpp's flash-attention kernel, off by default because it decodes
     long contexts at about half the speed on a CPU) ``file`` is history-independent; the plain
-    attention kernel sums in an order that depends on the batch.  Sampling options as for
+    attention kernel sums in an order that depends on the batch.  ``lookahead`` (0: off) checks up
+    to that many prompt-lookup drafts per row and step, as many as pay at ``draft_cost`` (what
+    one more position per row adds to a step, as a share of a one-token step); the tokens are
+    the ones plain decoding picks, up to the rounding of a wider batch.  Sampling options as for
     :class:`~trace_gym.policies.hf.HFPolicy`.  :meth:`load_adapter` takes a PEFT LoRA folder;
     :meth:`merge_adapter` serves one merged into the weights.
     """
 
     def __init__(self, model_path: str | Path, tokenizer: Any = None, *, policy_id: str | None = None, batch_size: int = 4,
                  n_ctx: int | None = None, n_threads: int | None = None, weight_type: str = "auto",
-                 flash_attn: bool | None = False, **options: Any):
+                 flash_attn: bool | None = False, lookahead: int = 8, draft_cost: float = DRAFT_COST, **options: Any):
+        if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0:
+            raise ValueError(f"lookahead must be an int >= 0, got {lookahead!r}")
+        if not 0.0 <= float(draft_cost) < 1.0:
+            raise ValueError(f"draft_cost must be in [0, 1), got {draft_cost!r}")
         model_path = Path(model_path)
         require_llama_cpp()
         if not model_path.is_file():
@@ -403,6 +441,7 @@ class LlamaCppPolicy(ChatPolicy):
             _, transformers = require_transformers()
             tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_path.parent), gguf_file=model_path.name)
         super().__init__(tokenizer, policy_id=policy_id or f"llamacpp:{model_path.name}", batch_size=batch_size, **options)
+        self.lookahead, self.draft_cost = lookahead, float(draft_cost)
         self._engine_options = {"slots": batch_size, "n_ctx": n_ctx, "n_threads": n_threads, "flash_attn": flash_attn}
         weight_type = "file" if str(weight_type).lower() == "file" else weight_type
         self.source_path, self.weight_type = model_path, weight_type
@@ -447,8 +486,21 @@ class LlamaCppPolicy(ChatPolicy):
         engine, stop, context = self.engine, self.stop_rule, self.context_limit()
         live: dict[int, _Row] = {}  # slot -> its row
         done: list[_Row] = []
+        drafts = Drafts(lookahead=self.lookahead, cost=self.draft_cost)  # by slot
+        finished: set[int] = set()  # slots whose action completed this round
         prefill_s = decode_s = 0.0
         prefilled = rounds = 0
+
+        def choose(logits: Any, keys: list[int]) -> list[int]:
+            return self._pick(torch.from_numpy(logits), [live[s].generator for s in keys]).tolist()
+
+        def emit(s: int, tok: int) -> bool:
+            drafts.append(s, tok)
+            if stop.add(live[s].produced, tok, live[s].limit, stats=self.decode_stats):
+                finished.add(s)
+                return True
+            return False
+
         try:
             while True:
                 admitted: list[_Row] = []
@@ -469,28 +521,41 @@ class LlamaCppPolicy(ChatPolicy):
                 if not admitted and not live:
                     return
                 fed = list(live.items())
+                ahead = drafts.propose([s for s, _ in fed], [r.limit - len(r.produced) - 1 for _, r in fed])
                 t0 = time.perf_counter()
-                slots, first, after, n_pre = engine.advance([r.tokens for r in admitted], [(s, r.produced[-1]) for s, r in fed],
-                                                           [s for s in range(len(engine.slots)) if s not in live])
+                slots, first, after, n_pre = engine.advance(
+                    [r.tokens for r in admitted], [(s, [r.produced[-1], *d]) for (s, r), d in zip(fed, ahead, strict=True)],
+                    [s for s in range(len(engine.slots)) if s not in live])
                 spent = time.perf_counter() - t0
-                share = n_pre / (n_pre + len(fed)) if n_pre + len(fed) else 0.0
+                n_fed = len(fed) + sum(len(d) for d in ahead)
+                share = n_pre / (n_pre + n_fed) if n_pre + n_fed else 0.0
                 prefill_s, decode_s, prefilled = prefill_s + spent * share, decode_s + spent * (1 - share), prefilled + n_pre
                 rounds += bool(fed)  # a decode step: live rows took a token (a round of admissions only is prefill)
-                live.update(zip(slots, admitted, strict=True))
-                rows = [r for _, r in fed] + admitted
-                toks = self._pick(torch.from_numpy(np.stack(after + first)), [r.generator for r in rows]).tolist()
-                for (s, r), tok in zip([(s, r) for s, r in fed] + list(zip(slots, admitted, strict=True)), toks, strict=True):
-                    if stop.add(r.produced, int(tok), r.limit, stats=self.decode_stats):
-                        del live[s]
+                for s, r in zip(slots, admitted, strict=True):
+                    live[s] = r
+                    drafts.start(s, r.tokens)
+                keys = [s for s, _ in fed] + slots
+                columns = after + [[f] for f in first]
+                finished.clear()
+                kept = drafts.check(keys, lambda j, ks, columns=columns: np.stack([columns[k][j] for k in ks]),
+                                    ahead + [[] for _ in admitted], choose, emit)
+                for (s, _), d, k in zip(fed, ahead, kept, strict=False):  # take back the drafts not kept
+                    engine.rewind(s, len(engine.slots[s].tokens) - len(d) + k)
+                for s in keys:
+                    if s in finished:
+                        r = live.pop(s)
+                        drafts.end(s)
                         done.append(r)
                         queue.answer(r.key, stop.cut_text(self.tokenizer.decode(r.produced, skip_special_tokens=True)))
         finally:
             if done:
                 self.decode_stats.record([r.tokens for r in done], [r.produced for r in done], prefilled=prefilled,
-                                         steps=rounds, prefill_s=prefill_s, decode_s=decode_s)
+                                         steps=rounds, prefill_s=prefill_s, decode_s=decode_s, drafted=drafts.drafted,
+                                         accepted=drafts.accepted)
 
     def _decode(self, rows: list[list[int]], limits: list[int], pick: Any) -> list[list[int]]:
-        return self.engine.decode(rows, max_new_tokens=limits, pick=pick, stop=self.stop_rule, stats=self.decode_stats)
+        return self.engine.decode(rows, max_new_tokens=limits, pick=pick, stop=self.stop_rule, stats=self.decode_stats,
+                                  lookahead=self.lookahead, draft_cost=self.draft_cost)
 
     # -- adapters ----------------------------------------------------------------------
     def load_adapter(self, name: str, peft_dir: str | Path) -> None:
