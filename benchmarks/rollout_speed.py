@@ -17,7 +17,8 @@ Every part runs once per code version, each in its own process: this tree and ``
 with the llama.cpp backend as it runs by default (``LlamaCppPolicy`` on a float copy of
 SmolLM2's GGUF, the adapter merged into it, each episode served continuously: an action
 complete is answered at once and its slot takes the next request); ``llamacpp-lockstep``: the
-same with every batch of actions waiting for its longest one; ``llamacpp-file``: the same as ``llamacpp`` on the GGUF's own
+same with every batch of actions waiting for its longest one; ``llamacpp-nodraft``: the same
+as ``llamacpp`` without prompt-lookup drafts; ``llamacpp-file``: the same as ``llamacpp`` on the GGUF's own
 Q4_1 weights with the adapter as a llama.cpp LoRA (both: their limit is llama.cpp's own
 batched decode loop on the same weights, on the scenarios' opening prompts and again on
 2,048-token ones; measured when ``llama-cpp-python`` is installed;
@@ -64,7 +65,9 @@ LONG_CONTEXT = 2048  # tokens: the llama.cpp limit is measured again at this con
 LLAMACPP = "llamacpp"  # this tree with the llama.cpp backend (float weights, the adapter merged)
 LLAMACPP_FILE = "llamacpp-file"  # the same on the GGUF's own 4-bit weights, the adapter as a llama.cpp LoRA
 LLAMACPP_LOCKSTEP = "llamacpp-lockstep"  # llamacpp with every batch waiting for its longest action (no serve)
-ENGINES = (LLAMACPP, LLAMACPP_FILE, LLAMACPP_LOCKSTEP)
+LLAMACPP_NODRAFT = "llamacpp-nodraft"  # llamacpp without prompt-lookup drafts (lookahead=0)
+ENGINES = (LLAMACPP, LLAMACPP_FILE, LLAMACPP_LOCKSTEP, LLAMACPP_NODRAFT)
+SAME_LIMIT = (LLAMACPP_LOCKSTEP, LLAMACPP_NODRAFT)  # llamacpp's weights: its limit is theirs
 FAST = "head-fast"  # this tree's GRPO part with --fast-train's settings (default: bf16, no gradient checkpointing)
 
 
@@ -90,7 +93,8 @@ def _policy(adapters: str | None, backend: str = "hf") -> Any:
         from trace_gym.policies.llamacpp import LlamaCppPolicy
 
         policy = LlamaCppPolicy.smollm2(greedy=True, batch_size=BATCH, max_new_tokens=MAX_NEW,
-                                        weight_type="file" if backend == LLAMACPP_FILE else "auto")
+                                        weight_type="file" if backend == LLAMACPP_FILE else "auto",
+                                        **({"lookahead": 0} if backend == LLAMACPP_NODRAFT else {}))
     else:
         from trace_gym.policies.hf import HFPolicy
 
@@ -453,11 +457,12 @@ def report(res: dict[tuple[str, str], dict[str, Any]], a: argparse.Namespace) ->
                    f"prefill {lim['prefill_tokens_per_s']:.0f} tokens/s.\n")
     engine_titles = {LLAMACPP: "llama.cpp, float weights (the adapter merged)",
                      LLAMACPP_LOCKSTEP: "llama.cpp, float weights, in lock step (each batch waits for its longest action)",
+                     LLAMACPP_NODRAFT: "llama.cpp, float weights, without prompt-lookup drafts",
                      LLAMACPP_FILE: "llama.cpp, the GGUF's Q4_1 weights (the adapter as a LoRA)"}
     limits = {head: lim}
     for version, title in engine_titles.items():
-        limits[version] = llim = res.get((LLAMACPP if version == LLAMACPP_LOCKSTEP else version, "limit"))
-        if llim and version != LLAMACPP_LOCKSTEP:
+        limits[version] = llim = res.get((LLAMACPP if version in SAME_LIMIT else version, "limit"))
+        if llim and version not in SAME_LIMIT:
             out.append(f"Limit of {title}: the same prompts, its own batched decode loop: decode "
                        f"{llim['decode_steps_per_s']:.2f} steps/s = {llim['decode_tokens_per_s']:.1f} tokens/s; prefill "
                        f"{llim['prefill_tokens_per_s']:.0f} tokens/s.\n")
@@ -557,7 +562,7 @@ def main() -> int:
         p.error(f"--fast-train: {exc}")
     a.adapters = Path(a.adapters).resolve() if a.adapters else ensure_adapter(out)
     versions = {a.baseline: export_baseline(a.baseline, out), "head": ROOT, FAST: ROOT, LLAMACPP: ROOT, LLAMACPP_LOCKSTEP: ROOT,
-                LLAMACPP_FILE: ROOT}
+                LLAMACPP_NODRAFT: ROOT, LLAMACPP_FILE: ROOT}
     run_now = {a.baseline if v == "baseline" else v for v in a.versions.split(",") if v}
     if run_now & set(ENGINES) and importlib.util.find_spec("llama_cpp") is None:
         print("llama-cpp-python is not installed: the llamacpp versions are not measured", flush=True)
@@ -565,8 +570,8 @@ def main() -> int:
     res: dict[tuple[str, str], dict[str, Any]] = {}
     for part in parts:
         for version, code in versions.items():
-            if ((part == "limit" and version in (a.baseline, LLAMACPP_LOCKSTEP))
-                    or (part == "grpo" and version in (LLAMACPP_FILE, LLAMACPP_LOCKSTEP))
+            if ((part == "limit" and version in (a.baseline, *SAME_LIMIT))
+                    or (part == "grpo" and version in (LLAMACPP_FILE, *SAME_LIMIT))
                     or (version == FAST and part != "grpo")):
                 continue  # the model's own speed: one measurement per engine; GRPO samples on float weights;
                 # head-fast differs from head only in its training settings

@@ -44,9 +44,9 @@ from .prefix_cache import common_length
 
 __all__ = ["DRAFT_COST", "LlamaCppEngine", "LlamaCppPolicy", "require_llama_cpp"]
 
-# what one more position per row adds to a llama.cpp decode step of SmolLM2-135M on a 2-core CPU, as a share of a
-# one-token step (batch 4, contexts of 400 to 3,000 tokens: 0.055 to 0.061): how many prompt-lookup drafts pay
-DRAFT_COST = 0.06
+# llama.cpp's ``draft_cost``, chosen by measurement (benchmarks/rollout_speed.py, the adapter's 24 ToolSandbox episodes
+# on 2 cores: ms per action token 20.6 without drafts; 20.5, 19.9, 17.4 and 17.0 at 0.15, 0.06, 0.03 and 0.01)
+DRAFT_COST = 0.01
 
 _LOG_CALLBACK: Any = None  # kept alive: llama.cpp calls it for every log line
 

@@ -241,7 +241,7 @@ def _store_rows(store: Any, model: Any, prompts: list[list[int]], new: list[list
 
 
 def llamacpp_generate_fn(trainer: Any, model_gguf: str | Path, *, stop_strings: tuple[str, ...] = (),
-                         weight_type: str = "auto"):
+                         weight_type: str = "auto", lookahead: int = 8):
     """A ``GenerateFn`` that samples in llama.cpp from the trainer's current policy.
 
     ``model_gguf`` is the GGUF the trained model was loaded from (its weights, its
@@ -256,7 +256,8 @@ def llamacpp_generate_fn(trainer: Any, model_gguf: str | Path, *, stop_strings: 
     values shared by the group's slots.  Tokens are drawn from the llama.cpp logits by the
     same sampler as :func:`transformers_generate_fn` (the trainer's temperature, top-k,
     top-p and min-p, torch's global generator); a turn stops at an end-of-turn token (kept:
-    the loss learns to stop) or right after one of ``stop_strings``.  Settings only
+    the loss learns to stop) or right after one of ``stop_strings``; ``lookahead`` prompt-lookup
+    drafts per row and step are checked against those draws (0: off).  Settings only
     ``generate`` honours (see :func:`fast_sampling`) are a :class:`ValueError`.  The
     sampler's logits are the trained model's up to float rounding (bfloat16 weights,
     llama.cpp's kernels): the episodes are on-policy to that precision, with no importance
@@ -307,7 +308,7 @@ def llamacpp_generate_fn(trainer: Any, model_gguf: str | Path, *, stop_strings: 
     def generate(prompts: list[list[int]], max_new_tokens: int | list[int]) -> list[list[int]]:
         limits = _limits(max_new_tokens, len(prompts))
         return engine.decode(prompts, max_new_tokens=limits, pick=pick, stop=rule, stats=state["stats"],
-                             keep_stop_token=True)
+                             keep_stop_token=True, lookahead=lookahead)
 
     generate.engine = engine  # type: ignore[attr-defined]
     return generate

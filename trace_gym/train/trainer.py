@@ -115,7 +115,7 @@ def _llamacpp_sampler(cfg: TrainConfig) -> Callable[[Any, tuple[str, ...]], Any]
     else:
         raise ValueError(f"backend=llamacpp samples from the trained model's GGUF: set sampler_gguf=PATH (model "
                          f"{cfg.model!r} has no GGUF trace-gym knows)")
-    return lambda trainer, stops: llamacpp_generate_fn(trainer, gguf, stop_strings=stops)
+    return lambda trainer, stops: llamacpp_generate_fn(trainer, gguf, stop_strings=stops, lookahead=cfg.sampling_lookahead)
 
 
 def _grpo_args(cfg: TrainConfig, out: Path, device: str, dtype: Any) -> Any:
