@@ -273,6 +273,47 @@ def test_llama_cpp_acts_in_lock_step_reuses_prefixes_and_ends_long_prompts(smoll
     sampled.close()
 
 
+def test_drafts_keep_the_greedy_tokens_and_take_several_per_step(smollm2):
+    """Prompt-lookup drafts, checked as extra positions of a step: on the 4-bit file with the flash-attention
+    kernel (whose logits do not depend on the batch) greedy actions are those of plain decoding, in fewer
+    steps, in lock step and served alike."""
+    from trace_gym.policies.llamacpp import LlamaCppPolicy
+
+    class Queue:  # the two requests, each answered once
+        def __init__(self):
+            self.waiting, self.answers = [(k, r, k) for k, r in enumerate(requests)], {}
+
+        def take(self):
+            return self.waiting.pop(0) if self.waiting else None
+
+        def answer(self, key, action):
+            self.answers[key] = action
+
+        def reject(self, key, error):
+            raise AssertionError(f"request {key} rejected: {error}")
+
+    text = "call lookup_flight(origin='SFO', destination='JFK', date='2024-05-01', seats=2, cabin='economy')"
+    copy = [{"role": "user", "content": f"Repeat this line exactly, twice: {text}"}]
+    requests = [(copy, []), (PROMPT, [])]
+    opts = dict(greedy=True, max_new_tokens=48, batch_size=2, n_ctx=1024, weight_type="file", flash_attn=True)
+    plain, ahead = LlamaCppPolicy.smollm2(lookahead=0, **opts), LlamaCppPolicy.smollm2(**opts)
+    assert ahead.lookahead == 8 and plain.lookahead == 0
+    want = plain.act_batch(requests, seeds=[0, 1])
+    assert ahead.act_batch(requests, seeds=[0, 1]) == want
+    a, b = plain.decode_stats, ahead.decode_stats
+    assert a.drafted_tokens == 0 and 0 < b.accepted_tokens <= b.drafted_tokens
+    assert b.generated_tokens == a.generated_tokens and b.decode_steps < a.decode_steps
+    queue = Queue()
+    ahead.serve(queue)
+    assert [queue.answers[k] for k in range(2)] == want
+    with pytest.raises(ValueError, match="lookahead"):
+        LlamaCppPolicy.smollm2(lookahead=-1)
+    with pytest.raises(ValueError, match="draft_cost"):
+        LlamaCppPolicy.smollm2(draft_cost=1.5)
+    plain.close()
+    ahead.close()
+
+
 def test_a_spec_names_the_llama_cpp_backend(smollm2):
     from trace_gym.policies import policy_from_spec
     from trace_gym.policies.llamacpp import LlamaCppPolicy
