@@ -221,6 +221,14 @@ class _Lookup:
         return seq[e + 1: e + 1 + k] if e is not None else []
 
 
+def check_drafting(lookahead: Any, cost: float = 0.0) -> None:
+    """:class:`ValueError` unless ``lookahead`` is an int >= 0 and ``cost`` (a draft cost) is in [0, 1)."""
+    if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0:
+        raise ValueError(f"lookahead must be an int >= 0, got {lookahead!r}")
+    if not 0.0 <= float(cost) < 1.0:
+        raise ValueError(f"draft_cost must be in [0, 1), got {cost!r}")
+
+
 class Drafts:
     """Prompt-lookup drafting for a batch of rows, one implementation for every decoding loop.
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .chat import ChatPolicy
-from .decoding import context_limit, decode_rows
+from .decoding import check_drafting, context_limit, decode_rows
 from .hf_models import (
     SMOLLM2_GGUF,
     ModelUnavailableError,
@@ -122,8 +122,7 @@ class HFPolicy(ChatPolicy):
         lookahead: int = 8,
     ):
         torch, _ = require_transformers()
-        if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0:
-            raise ValueError(f"lookahead must be an int >= 0, got {lookahead!r}")
+        check_drafting(lookahead)
         eos: set[int] = set()
         source = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
         if isinstance(source, int):

@@ -32,7 +32,7 @@ from typing import Any
 
 from .base import ContextExceeded, PolicyError, RequestQueue
 from .chat import ChatPolicy
-from .decoding import DecodeStats, Drafts, StopRule
+from .decoding import DecodeStats, Drafts, StopRule, check_drafting
 from .hf_models import (
     ModelUnavailableError,
     load_smollm2_tokenizer,
@@ -328,8 +328,8 @@ class LlamaCppEngine:
                 raise
             fed = [[got[first + j] for j in range(1 + len(extra))] for first, extra in zip(firsts, ahead, strict=True)]
             kept = drafts.check(live, lambda j, ks, fed=fed: np.stack([fed[k][j] for k in ks]), ahead, choose, emit)
-            for i, extra, k in zip(live, ahead, kept, strict=True):  # take back the drafts not kept
-                self.rewind(slots[i], len(self.slots[slots[i]].tokens) - len(extra) + k)
+            for i, extra, k in zip(live, ahead, kept, strict=True):
+                self.rewind(slots[i], len(extra) - k)
             steps += 1
         if stats is not None:
             stats.record(rows, produced, prefilled=prefilled, steps=steps, prefill_s=prefill_done - t0,
@@ -362,12 +362,13 @@ class LlamaCppEngine:
         fed = [[got[first + j] for j in range(len(toks))] for first, (_, toks) in zip(first_fed, feed, strict=True)]
         return slots, [got[e] for e in last_entry], fed, prefilled
 
-    def rewind(self, slot: int, length: int) -> None:
-        """Keep only the first ``length`` positions of ``slot``'s sequence (drop rejected drafts' cells)."""
+    def rewind(self, slot: int, drop: int) -> None:
+        """Take back the last ``drop`` positions of ``slot``'s sequence (the drafts a step did not keep)."""
         held = self.slots[slot]
-        if length < len(held.tokens):
-            self._lib.llama_memory_seq_rm(self._memory, slot, length, -1)
-            del held.tokens[length:]
+        if drop > 0:
+            keep = len(held.tokens) - drop
+            self._lib.llama_memory_seq_rm(self._memory, slot, keep, -1)
+            del held.tokens[keep:]
 
     def _forget(self, slots: list[int]) -> None:
         """After a failed decode: these slots' cells may not hold what their tokens say, so they hold nothing."""
@@ -429,10 +430,7 @@ class LlamaCppPolicy(ChatPolicy):
     def __init__(self, model_path: str | Path, tokenizer: Any = None, *, policy_id: str | None = None, batch_size: int = 4,
                  n_ctx: int | None = None, n_threads: int | None = None, weight_type: str = "auto",
                  flash_attn: bool | None = False, lookahead: int = 8, draft_cost: float = DRAFT_COST, **options: Any):
-        if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0:
-            raise ValueError(f"lookahead must be an int >= 0, got {lookahead!r}")
-        if not 0.0 <= float(draft_cost) < 1.0:
-            raise ValueError(f"draft_cost must be in [0, 1), got {draft_cost!r}")
+        check_drafting(lookahead, draft_cost)
         model_path = Path(model_path)
         require_llama_cpp()
         if not model_path.is_file():
@@ -539,8 +537,8 @@ class LlamaCppPolicy(ChatPolicy):
                 finished.clear()
                 kept = drafts.check(keys, lambda j, ks, columns=columns: np.stack([columns[k][j] for k in ks]),
                                     ahead + [[] for _ in admitted], choose, emit)
-                for (s, _), d, k in zip(fed, ahead, kept, strict=False):  # take back the drafts not kept
-                    engine.rewind(s, len(engine.slots[s].tokens) - len(d) + k)
+                for (s, _), d, k in zip(fed, ahead, kept[: len(fed)], strict=True):
+                    engine.rewind(s, len(d) - k)
                 for s in keys:
                     if s in finished:
                         r = live.pop(s)
