@@ -139,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None)
     ap.add_argument("--target", default=None)
     ap.add_argument("--methods", default=None)
+    ap.add_argument("--router-rule", default=None, choices=("vote", "gate", "cover"),
+                    help="TRACE's retrieval routing rule (a stored run reruns from routing on)")
     ap.add_argument("--swap", action="store_true",
                     help="learn on the target's test split and evaluate on its train split (ToolSandbox: fold_b, fold_a)")
     ap.add_argument("--pool", nargs="+", default=None, metavar="DIR",
@@ -157,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("budget", "model", "target"):
         if getattr(args, key) is not None:
             fields[key] = getattr(args, key)
+    if args.router_rule:
+        fields["router_rule"] = args.router_rule
     if args.methods:
         fields["methods"] = args.methods.split(",")
     if args.swap:

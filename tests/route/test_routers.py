@@ -215,3 +215,30 @@ def test_gate_keeps_what_the_base_model_passes_and_sends_the_rest_to_an_adapter(
     assert "cap-multi" in RetrievalRouter(index.without({"s1"}), emb).labels
     with pytest.raises(ValueError, match="unknown routing rule"):
         RetrievalRouter(index, emb, rule="majority")
+
+
+def test_cover_sends_a_conversation_to_an_adapter_only_with_its_examples_tools():
+    """``rule="cover"``: the nearest adapter example decides, and only when the conversation offers every tool
+    that example offered; the same request with one of them withheld stays with the base model, as does a
+    request far from every adapter example. Base-model examples take no part."""
+    emb = Embedder()
+    ask = "Remove the phone number +12453344098 from my contacts"
+    remind = "Add a reminder to buy milk tomorrow at 5 PM"
+    index = RouterIndex(emb.model_name)
+    index.add([ask, ask, remind], [NO_ADAPTER, "cap-multi", "cap-time"], ["s0", "s1", "s2"],
+              emb.encode([ask, ask, remind]), [["search_contacts"], ["remove_contact", "search_contacts"], None])
+    cover = RetrievalRouter(index, emb, rule="cover", min_similarity=0.5)
+    full, withheld = [_fn("remove_contact"), _fn("search_contacts")], [_fn("search_contacts")]
+    assert cover.route(conv(ask), full) == "cap-multi"
+    assert cover.route(conv(ask), full + [_fn("get_current_timestamp")]) == "cap-multi"  # more tools: still covered
+    assert cover.route(conv(ask), withheld) == NO_ADAPTER  # a tool the adapter's example needed is missing
+    assert cover.route(conv(ask), None) == "cap-multi"  # tools not known count as offered
+    assert cover.route(conv("Remind me to buy milk tomorrow at 5 PM"), [_fn("x")]) == "cap-time"  # example's tools unknown
+    assert cover.route(conv("Quantum chromodynamics lattice simulations"), full) == NO_ADAPTER  # too far
+    assert cover.route([{"role": "system", "content": "x"}], full) == NO_ADAPTER
+    only_base = RouterIndex(emb.model_name)
+    only_base.add([ask], [NO_ADAPTER], ["s0"], emb.encode([ask]), [["search_contacts"]])
+    assert RetrievalRouter(only_base, emb, rule="cover").route(conv(ask), full) == NO_ADAPTER
+    # the rule travels with the index's settings like the others
+    index.settings = {"rule": "cover"}
+    assert RetrievalRouter(index, emb, min_similarity=0.5).route(conv(ask), withheld) == NO_ADAPTER

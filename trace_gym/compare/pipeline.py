@@ -115,7 +115,7 @@ class CompareConfig:
     # TRACE only: each adapter's SFT also keeps the shared warm start's reference episodes (not charged again;
     # needs the warm start and cap_warm_demos), so that it keeps what that start taught, refusals included.
     cap_rehearsal: bool = False
-    router_rule: str = "vote"  # retrieval routing rule: "vote" or "gate" (see RetrievalRouter)
+    router_rule: str = "vote"  # retrieval routing rule: "vote", "gate" or "cover" (see RetrievalRouter)
     embedder: str | None = None
     # GEPA
     gepa_minibatch: int = 3

@@ -13,7 +13,7 @@ from .index import RouterIndex
 
 __all__ = ["RetrievalRouter", "RULES"]
 
-RULES = ("vote", "gate")
+RULES = ("vote", "gate", "cover")
 
 
 class RetrievalRouter:
@@ -39,6 +39,15 @@ class RetrievalRouter:
     and with no vote it goes to ``fallback`` (default: the index's ``fallback`` setting, e.g.
     the adapter of the capability the analysis ranked first).  The reasoning: a conversation
     the base model fails has little to lose, and one it passes is what routing can lose.
+
+    ``rule="cover"``: an adapter answers only what its examples cover.  The nearest adapter
+    example (by cosine; :data:`NO_ADAPTER` examples left out) takes the conversation to its
+    adapter when it is at ``min_similarity`` or more and every tool it offered is offered by the
+    conversation too (unknown tools on either side count as offered); otherwise the base model
+    keeps it.  The reasoning: an adapter learned to act, with its examples' tools, on requests
+    like theirs; the same kind of request without one of those tools is one the adapter would
+    still try to carry out with what it has, where the answer is often to say it cannot
+    (ToolSandbox's insufficient-information scenarios withhold exactly such a tool).
 
     Settings not given are taken from the index's ``settings`` (see :class:`RouterIndex`), so
     every router loaded from one index routes alike.
@@ -111,9 +120,24 @@ class RetrievalRouter:
         j = int(np.lexsort((np.arange(len(sims)), -sims))[0])
         return self.index.labels[same[j]] == NO_ADAPTER and float(sims[j]) >= self.min_similarity
 
+    def covering(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
+        """``rule="cover"``'s choice: the nearest adapter example's label if it is close enough and the
+        conversation offers all its tools, else :data:`NO_ADAPTER`."""
+        text = first_user_message(messages)
+        candidates = [i for i, lab in enumerate(self.index.labels) if lab != NO_ADAPTER]
+        if text is None or not candidates:
+            return NO_ADAPTER
+        sims = self.index.vectors[candidates] @ self._encode(text)
+        j = int(np.lexsort((np.arange(len(sims)), -sims))[0])
+        example, names = self.index.tools[candidates[j]], tool_names(tools)
+        covered = example is None or names is None or set(example) <= set(names)
+        return self.index.labels[candidates[j]] if covered and float(sims[j]) >= self.min_similarity else NO_ADAPTER
+
     def route(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         if first_user_message(messages) is None:
             return NO_ADAPTER
+        if self.rule == "cover":
+            return self.covering(messages, tools)
         if self.rule == "gate" and self.kept_by_base(messages, tools):
             return NO_ADAPTER
         votes = self.votes(messages, tools)
