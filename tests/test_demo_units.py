@@ -45,6 +45,10 @@ def test_toolsandbox_target_runs_without_a_scripted_agent():
     assert retail.cap_warm_demos == 0
     with pytest.raises(ValueError, match="target must be one of"):
         DemoConfig.for_run(target="nonsense")
+    # ToolSandbox routes by tool coverage: a request missing a tool the adapter's examples had stays with the base
+    assert real.router_rule == "cover" and retail.router_rule == "vote"
+    with pytest.raises(ValueError, match="router_rule must be one of"):
+        DemoConfig(router_rule="nearest")
 
 
 def test_verdict_says_what_happened():

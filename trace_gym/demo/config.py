@@ -93,6 +93,7 @@ class DemoConfig:
     cap_warm_steps: int = 16
     # 5. routing
     router_seeds: int = 6
+    router_rule: str = "vote"     # RetrievalRouter's rule ("vote", "gate", "cover"); the ToolSandbox demo: cover
     cap_warm_recover_every: int = 0  # every Nth demonstration shows a recovered tool error (0: none)
     # 6. evaluation on held-out tasks (test split)
     eval_tasks: int = 2
@@ -122,6 +123,10 @@ class DemoConfig:
             self.band = (float(self.band[0]), float(self.band[1]))
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
+        from ..route.retrieval import RULES
+
+        if self.router_rule not in RULES:
+            raise ValueError(f"router_rule must be one of {list(RULES)}, got {self.router_rule!r}")
         if self.warm_start is None:  # opt-in: the comparison's fairness device, not part of TRACE (see the module doc)
             self.warm_start = False
         from ..pipeline.warm import check_warm_fields
@@ -170,6 +175,7 @@ class DemoConfig:
         cfg.gradient_checkpointing = False  # ~1k-token episodes fit without it, and a step is ~25% faster
         cfg.cap_warm_demos, cfg.cap_warm_steps, cfg.warm_start_lr, cfg.cap_warm_recover_every = 32, 24, 4e-4, 4
         cfg.router_seeds, cfg.eval_tasks, cfg.eval_trials, cfg.cap_eval_seeds = 4, 8, 1, 8
+        cfg.router_rule = "cover"  # an adapter gets only requests whose tools its examples had (refusals stay)
         if fast:
             cfg.base_tasks, cfg.eval_tasks, cfg.cap_warm_steps, cfg.cap_warm_demos, cfg.cap_eval_seeds = 8, 4, 8, 16, 4
         if model == "tiny":  # plumbing only: minimal sizes so a test runs the whole loop quickly
