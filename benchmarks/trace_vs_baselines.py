@@ -27,8 +27,9 @@ Presets
              beside them (not charged again), 30 detached-prompt steps, no GRPO (at CPU budgets GRPO
              after such a warm start lowered the score, ``learning_cpu.py``), said in its note — and
              a router whose index holds 5 reference episodes of each adapter's env (its cases in
-             turn) and the
-             target's failed train episodes the analysis labelled.  The capability envs draw a
+             turn) and the target's failed train episodes the analysis labelled, and which hands
+             a conversation to an adapter only when it offers every tool of that adapter's nearest
+             example (rule ``cover``; ``--router-rule vote`` for the similarity vote).  The capability envs draw a
              quarter of their requests with a tool they need not offered (``withheld_weight``
              0.33), to be refused, as ToolSandbox's insufficient-information scenarios are.  Base rollouts, calibration,
              tuning and demonstrations are all charged to TRACE's budget.  Every method starts
@@ -111,7 +112,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                "gradient_checkpointing": False},
         gepa_val=4, gepa_minibatch=2, base_tasks=24, base_samples=1, calib_seeds=2, calib_samples=2, routing_seeds=5,
         band=[0.2, 0.6], tune_rounds=1, max_capabilities=3, batch_size=8, cap_warm_demos=24, trace_grpo_steps=0,
-        cap_rehearsal=True, cap_knobs={"withheld_weight": 0.33}),
+        cap_rehearsal=True, cap_knobs={"withheld_weight": 0.33}, router_rule="cover"),
     "gpu": dict(
         target="trace/tau2-retail-v0", model="Qwen/Qwen2.5-7B-Instruct", budget=512, trials=4,
         env_kwargs={"max_steps": 30}, cap_env_kwargs={"max_steps": 30},
