@@ -67,6 +67,9 @@ def test_target_failures_lacking_a_capability_enter_its_adapter_corpus(tmp_path)
     rep = held_out_routing(held_rollouts.trajectories(), analysis, [adapter], tmp_path / "router_index")
     assert rep["n"] == len(held_rollouts.trajectories()) and 0.0 <= rep["accuracy"] <= 1.0
     assert sum(rep["routed"].values()) == rep["n"]
+    # per episode: its task, its analysis label and where it went, agreeing with the counts
+    assert len(rep["routes"]) == rep["n"] and all(r["task"] for r in rep["routes"])
+    assert sum(r["label"] == r["routed"] for r in rep["routes"]) == rep["correct"]
     assert set(rep["confusion"]) <= {"cap-refund", "none"}
     # an adapter no example reaches: no routing seed, and no target episode labelled lacking its capability
     lonely = TrainedAdapter(adapter="cap-lonely", capability="no-such-capability", env_id=env["env_id"])

@@ -305,12 +305,14 @@ def held_out_routing(trajectories: list[Any], analysis: Analysis, adapters: list
     ``trajectories`` are the base model's episodes on the held-out tasks (e.g. the evaluation's); they are
     labelled with the analysis' labeler (the offline gold labeler) and mapped to an adapter as in
     :func:`build_router`; each is routed by its first user message.  Returns ``n``, ``correct``,
-    ``accuracy``, ``confusion`` (truth -> routed -> count) and ``routed`` (adapter -> count).
+    ``accuracy``, ``confusion`` (truth -> routed -> count), ``routed`` (adapter -> count) and ``routes``: per
+    episode, its task (the env's task id; the trajectory id where the env names none), analysis label and adapter.
     """
     from ..analysis.labelers import GoldLabeler
     from ..analysis.pipeline import items_from_trajectories, trajectory_id
     from ..analysis.taxonomy import TAXONOMY
-    from ..route.build import routing_accuracy
+    from ..core.tasks import NoTaskSourceError, task_source_for
+    from ..route.build import RoutingReport
     from ..route.embed import Embedder
     from ..route.index import RouterIndex
     from ..route.retrieval import RetrievalRouter
@@ -321,12 +323,21 @@ def held_out_routing(trajectories: list[Any], analysis: Analysis, adapters: list
     truth = _analysis_routes(analysis, adapters, [run])
     loaded = RouterIndex.load(index)
     router = RetrievalRouter(loaded, Embedder(embedder or loaded.model))
-    rep = routing_accuracy(router, [(t.transcript or t.messages, t.tools or None, truth.get(trajectory_id(t), "none"))
-                                    for t in trajectories])
-    routed: Counter[str] = Counter()
-    for row in rep.confusion.values():
-        routed.update(row)
-    return {**rep.to_dict(), "routed": dict(routed)}
+    sources: dict[str, Any] = {}
+    rep, routes = RoutingReport(0, 0), []
+    for t in trajectories:
+        if t.env_id not in sources:
+            try:
+                sources[t.env_id] = task_source_for(t.env_id)
+            except NoTaskSourceError:
+                sources[t.env_id] = None
+        source, label = sources[t.env_id], truth.get(trajectory_id(t), "none")
+        got = router.route(t.transcript or t.messages, t.tools or None)
+        rep.add(label, got)
+        task = source.task_id_of(t.reset_info, t.options) if source is not None else None
+        routes.append({"task": task or trajectory_id(t), "label": label, "routed": got})
+    routed: Counter[str] = Counter(r["routed"] for r in routes)
+    return {**rep.to_dict(), "routed": dict(routed), "routes": routes}
 
 
 # ----------------------------------------------------------------------------- 7. evaluation
