@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     from trace_gym.compare.pipeline import CompareConfig, run_compare, run_scaling
     from trace_gym.compare.report import rich_paired_table, rich_scores_table, rich_table
     from trace_gym.progress import reporting
+    from trace_gym.route.retrieval import RULES
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", choices=sorted(PRESETS), default="smoke")
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None)
     ap.add_argument("--target", default=None)
     ap.add_argument("--methods", default=None)
-    ap.add_argument("--router-rule", default=None, choices=("vote", "gate", "cover"),
+    ap.add_argument("--router-rule", default=None, choices=RULES,
                     help="TRACE's retrieval routing rule (a stored run reruns from routing on)")
     ap.add_argument("--swap", action="store_true",
                     help="learn on the target's test split and evaluate on its train split (ToolSandbox: fold_b, fold_a)")

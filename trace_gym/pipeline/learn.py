@@ -308,11 +308,11 @@ def held_out_routing(trajectories: list[Any], analysis: Analysis, adapters: list
     ``accuracy``, ``confusion`` (truth -> routed -> count), ``routed`` (adapter -> count) and ``routes``: per
     episode, its task (the env's task id; the trajectory id where the env names none), analysis label and adapter.
     """
+    from ..analysis.gold import GoldLookup
     from ..analysis.labelers import GoldLabeler
     from ..analysis.pipeline import items_from_trajectories, trajectory_id
     from ..analysis.taxonomy import TAXONOMY
-    from ..core.tasks import NoTaskSourceError, task_source_for
-    from ..route.build import RoutingReport
+    from ..route.build import routing_accuracy
     from ..route.embed import Embedder
     from ..route.index import RouterIndex
     from ..route.retrieval import RetrievalRouter
@@ -323,20 +323,13 @@ def held_out_routing(trajectories: list[Any], analysis: Analysis, adapters: list
     truth = _analysis_routes(analysis, adapters, [run])
     loaded = RouterIndex.load(index)
     router = RetrievalRouter(loaded, Embedder(embedder or loaded.model))
-    sources: dict[str, Any] = {}
-    rep, routes = RoutingReport(0, 0), []
-    for t in trajectories:
-        if t.env_id not in sources:
-            try:
-                sources[t.env_id] = task_source_for(t.env_id)
-            except NoTaskSourceError:
-                sources[t.env_id] = None
-        source, label = sources[t.env_id], truth.get(trajectory_id(t), "none")
-        got = router.route(t.transcript or t.messages, t.tools or None)
-        rep.add(label, got)
-        task = source.task_id_of(t.reset_info, t.options) if source is not None else None
-        routes.append({"task": task or trajectory_id(t), "label": label, "routed": got})
-    routed: Counter[str] = Counter(r["routed"] for r in routes)
+    labels = [truth.get(trajectory_id(t), "none") for t in trajectories]
+    rep = routing_accuracy(router, [(t.transcript or t.messages, t.tools or None, label)
+                                    for t, label in zip(trajectories, labels, strict=True)])
+    lookup = GoldLookup()
+    routes = [{"task": lookup(t.env_id, t.options, t.reset_info)[0] or trajectory_id(t), "label": label, "routed": got}
+              for t, label, got in zip(trajectories, labels, rep.routes, strict=True)]
+    routed: Counter[str] = Counter(rep.routes)
     return {**rep.to_dict(), "routed": dict(routed), "routes": routes}
 
 

@@ -126,6 +126,7 @@ class RoutingReport:
     n: int
     correct: int
     confusion: dict[str, dict[str, int]] = field(default_factory=dict)  # true -> predicted -> count
+    routes: list[str] = field(default_factory=list)  # what each conversation was routed to, in order
 
     @property
     def accuracy(self) -> float:
@@ -137,6 +138,7 @@ class RoutingReport:
     def add(self, truth: str, routed: str) -> None:
         self.n += 1
         self.correct += int(routed == truth)
+        self.routes.append(routed)
         row = self.confusion.setdefault(truth, {})
         row[routed] = row.get(routed, 0) + 1
 

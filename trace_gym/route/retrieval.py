@@ -116,9 +116,15 @@ class RetrievalRouter:
         same = [i for i, ex in enumerate(self.index.tools) if names is None or ex is None or sorted(ex) == names]
         if not same:
             return False
-        sims = self.index.vectors[same] @ q
+        i, sim = self._closest(same, q)
+        return self.index.labels[i] == NO_ADAPTER and sim >= self.min_similarity
+
+    def _closest(self, among: list[int], q: np.ndarray) -> tuple[int, float]:
+        """The example of ``among`` (a non-empty list of indices) whose message is nearest ``q`` by cosine, and that
+        cosine; ties go to the earlier example."""
+        sims = self.index.vectors[among] @ q
         j = int(np.lexsort((np.arange(len(sims)), -sims))[0])
-        return self.index.labels[same[j]] == NO_ADAPTER and float(sims[j]) >= self.min_similarity
+        return among[j], float(sims[j])
 
     def covering(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         """``rule="cover"``'s choice: the nearest adapter example's label if it is close enough and the
@@ -127,11 +133,10 @@ class RetrievalRouter:
         candidates = [i for i, lab in enumerate(self.index.labels) if lab != NO_ADAPTER]
         if text is None or not candidates:
             return NO_ADAPTER
-        sims = self.index.vectors[candidates] @ self._encode(text)
-        j = int(np.lexsort((np.arange(len(sims)), -sims))[0])
-        example, names = self.index.tools[candidates[j]], tool_names(tools)
+        i, sim = self._closest(candidates, self._encode(text))
+        example, names = self.index.tools[i], tool_names(tools)
         covered = example is None or names is None or set(example) <= set(names)
-        return self.index.labels[candidates[j]] if covered and float(sims[j]) >= self.min_similarity else NO_ADAPTER
+        return self.index.labels[i] if covered and sim >= self.min_similarity else NO_ADAPTER
 
     def route(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         if first_user_message(messages) is None:
