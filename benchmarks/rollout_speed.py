@@ -18,8 +18,10 @@ with the llama.cpp backend as it runs by default (``LlamaCppPolicy`` on a float 
 SmolLM2's GGUF, the adapter merged into it, each episode served continuously: an action
 complete is answered at once and its slot takes the next request); ``llamacpp-lockstep``: the
 same with every batch of actions waiting for its longest one; ``llamacpp-nodraft``: the same
-as ``llamacpp`` without prompt-lookup drafts; ``llamacpp-file``: the same as ``llamacpp`` on the GGUF's own
-Q4_1 weights with the adapter as a llama.cpp LoRA (both: their limit is llama.cpp's own
+as ``llamacpp`` without prompt-lookup drafts; ``llamacpp-q8``: the same as ``llamacpp`` with the
+float copy (the adapter merged into it in float32) stored as Q8_0, 8-bit blocks; ``llamacpp-file``:
+the same as ``llamacpp`` on the GGUF's own
+Q4_1 weights with the adapter as a llama.cpp LoRA (these two and ``llamacpp``: their limit is llama.cpp's own
 batched decode loop on the same weights, on the scenarios' opening prompts and again on
 2,048-token ones; measured when ``llama-cpp-python`` is installed;
 ``llamacpp``'s GRPO part is head-fast's with ``backend=llamacpp``: the episodes are sampled in
@@ -66,7 +68,9 @@ LLAMACPP = "llamacpp"  # this tree with the llama.cpp backend (float weights, th
 LLAMACPP_FILE = "llamacpp-file"  # the same on the GGUF's own 4-bit weights, the adapter as a llama.cpp LoRA
 LLAMACPP_LOCKSTEP = "llamacpp-lockstep"  # llamacpp with every batch waiting for its longest action (no serve)
 LLAMACPP_NODRAFT = "llamacpp-nodraft"  # llamacpp without prompt-lookup drafts (lookahead=0)
-ENGINES = (LLAMACPP, LLAMACPP_FILE, LLAMACPP_LOCKSTEP, LLAMACPP_NODRAFT)
+LLAMACPP_Q8 = "llamacpp-q8"  # llamacpp on the same copy stored as Q8_0 (the adapter merged in float32 first)
+ENGINES = (LLAMACPP, LLAMACPP_FILE, LLAMACPP_LOCKSTEP, LLAMACPP_NODRAFT, LLAMACPP_Q8)
+WEIGHTS = {LLAMACPP_FILE: "file", LLAMACPP_Q8: "Q8_0"}  # each engine version's weight_type (default: auto)
 SAME_LIMIT = (LLAMACPP_LOCKSTEP, LLAMACPP_NODRAFT)  # llamacpp's weights: its limit is theirs
 FAST = "head-fast"  # this tree's GRPO part with --fast-train's settings (default: bf16, no gradient checkpointing)
 
@@ -93,7 +97,7 @@ def _policy(adapters: str | None, backend: str = "hf") -> Any:
         from trace_gym.policies.llamacpp import LlamaCppPolicy
 
         policy = LlamaCppPolicy.smollm2(greedy=True, batch_size=BATCH, max_new_tokens=MAX_NEW,
-                                        weight_type="file" if backend == LLAMACPP_FILE else "auto",
+                                        weight_type=WEIGHTS.get(backend, "auto"),
                                         **({"lookahead": 0} if backend == LLAMACPP_NODRAFT else {}))
     else:
         from trace_gym.policies.hf import HFPolicy
@@ -321,7 +325,7 @@ def worker(args: argparse.Namespace) -> int:
         raise SystemExit(f"imported trace_gym from {trace_gym.__file__}, not from {args.code}")
     part, backend = args.worker, args.backend
     if part == "limit":
-        res = (work_limit_llamacpp(weight_type="file" if backend == LLAMACPP_FILE else "auto") if backend in ENGINES
+        res = (work_limit_llamacpp(weight_type=WEIGHTS.get(backend, "auto")) if backend in ENGINES
                else work_limit())
     elif part in ("base", "adapter"):
         res = work_episodes(TS_ENV, args.adapters if part == "adapter" else None, args.scenarios, backend)
@@ -458,7 +462,8 @@ def report(res: dict[tuple[str, str], dict[str, Any]], a: argparse.Namespace) ->
     engine_titles = {LLAMACPP: "llama.cpp, float weights (the adapter merged)",
                      LLAMACPP_LOCKSTEP: "llama.cpp, float weights, in lock step (each batch waits for its longest action)",
                      LLAMACPP_NODRAFT: "llama.cpp, float weights, without prompt-lookup drafts",
-                     LLAMACPP_FILE: "llama.cpp, the GGUF's Q4_1 weights (the adapter as a LoRA)"}
+                     LLAMACPP_FILE: "llama.cpp, the GGUF's Q4_1 weights (the adapter as a LoRA)",
+                     LLAMACPP_Q8: "llama.cpp, the float copy stored as Q8_0 (the adapter merged)"}
     limits = {head: lim}
     for version, title in engine_titles.items():
         limits[version] = llim = res.get((LLAMACPP if version in SAME_LIMIT else version, "limit"))
@@ -534,8 +539,9 @@ def main() -> int:
     p.add_argument("--grpo-steps", type=int, default=2)
     p.add_argument("--versions", default="baseline,head,head-fast,llamacpp,llamacpp-file",
                    help="which code versions to measure now (baseline, head, head-fast: this tree's GRPO with "
-                        "--fast-train, llamacpp: this tree on llama.cpp with float weights, llamacpp-file: on the "
-                        "GGUF's 4-bit weights)")
+                        "--fast-train, llamacpp: this tree on llama.cpp with float weights, llamacpp-nodraft, "
+                        "llamacpp-lockstep, llamacpp-q8: the float copy as Q8_0, llamacpp-file: on the GGUF's "
+                        "4-bit weights)")
     p.add_argument("--fast-train", default="dtype=bfloat16,gradient_checkpointing=false,lm_head=full",
                    help="TrainConfig settings of the head-fast GRPO part, KEY=VALUE,...")
     p.add_argument("--fresh", action="store_true", help="measure again what an earlier run stored")
@@ -562,7 +568,7 @@ def main() -> int:
         p.error(f"--fast-train: {exc}")
     a.adapters = Path(a.adapters).resolve() if a.adapters else ensure_adapter(out)
     versions = {a.baseline: export_baseline(a.baseline, out), "head": ROOT, FAST: ROOT, LLAMACPP: ROOT, LLAMACPP_LOCKSTEP: ROOT,
-                LLAMACPP_NODRAFT: ROOT, LLAMACPP_FILE: ROOT}
+                LLAMACPP_NODRAFT: ROOT, LLAMACPP_FILE: ROOT, LLAMACPP_Q8: ROOT}
     run_now = {a.baseline if v == "baseline" else v for v in a.versions.split(",") if v}
     if run_now & set(ENGINES) and importlib.util.find_spec("llama_cpp") is None:
         print("llama-cpp-python is not installed: the llamacpp versions are not measured", flush=True)
@@ -571,7 +577,7 @@ def main() -> int:
     for part in parts:
         for version, code in versions.items():
             if ((part == "limit" and version in (a.baseline, *SAME_LIMIT))
-                    or (part == "grpo" and version in (LLAMACPP_FILE, *SAME_LIMIT))
+                    or (part == "grpo" and version in (LLAMACPP_FILE, LLAMACPP_Q8, *SAME_LIMIT))
                     or (version == FAST and part != "grpo")):
                 continue  # the model's own speed: one measurement per engine; GRPO samples on float weights;
                 # head-fast differs from head only in its training settings

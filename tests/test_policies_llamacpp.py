@@ -127,6 +127,32 @@ def test_a_merged_gguf_is_the_model_with_the_adapter_merged(tmp_path):
         float_gguf(source, tmp_path / "bad" / "bad.gguf", weight_type="Q4_1", adapter_dir=tmp_path / "a")
 
 
+def test_a_q8_0_copy_is_the_float32_merge_rounded_to_8_bit_blocks(tmp_path):
+    """``weight_type="Q8_0"``: every matrix the source quantized is stored in 8-bit blocks of the float32
+    merge (each weight within half a step of its block's scale), everything else as in the source."""
+    import numpy as np
+    from gguf.quants import dequantize
+
+    from trace_gym.policies.lora_gguf import float_gguf, merge_into_float_gguf
+
+    model, _, source = _smollm2_and_gguf()
+    _strong_adapter(tmp_path / "a", model, r=4)
+    exact = gguf.GGUFReader(str(float_gguf(source, tmp_path / "f32.gguf", weight_type="F32", adapter_dir=tmp_path / "a")))
+    q8 = gguf.GGUFReader(str(float_gguf(source, tmp_path / "q8.gguf", weight_type="q8_0", adapter_dir=tmp_path / "a")))
+    src = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(source)).tensors}
+    assert {t.name: t.tensor_type.name for t in q8.tensors} == {n: "Q8_0" if k.startswith("Q") else k for n, k in src.items()}
+    want = {t.name: t for t in exact.tensors}
+    for t in q8.tensors:
+        if t.tensor_type.name != "Q8_0":
+            continue
+        w = np.asarray(want[t.name].data, dtype=np.float32).reshape(-1, 32)
+        got = dequantize(t.data, t.tensor_type).reshape(-1, 32)
+        step = np.abs(w).max(axis=1, keepdims=True) / 127  # the block's scale (stored as float16: 127 steps of its rounding)
+        assert np.all(np.abs(got - w) <= (0.5 + 127 * 2.0**-11) * step + 1e-7), t.name
+    with pytest.raises(ValueError, match=r"q8.gguf stores blk\.0\.\w+\.weight as Q8_0: merge into a float copy"):
+        merge_into_float_gguf(tmp_path / "q8.gguf", tmp_path / "a", tmp_path / "bad.gguf")
+
+
 def test_merging_into_a_float_copy_patches_only_the_adapted_weights(tmp_path):
     """:func:`merge_into_float_gguf` gives the file :func:`float_gguf` writes with the adapter merged, up to one
     rounding of the float type (the copy's weights were rounded once already), from a folder or a model in
@@ -192,10 +218,10 @@ def _next_logits_hf(model, tokenizer, text):
         return model(input_ids=ids).logits[0, -1].float()
 
 
-@pytest.mark.parametrize("weights,merge", [("file", False), ("auto", True), ("auto", False)])
+@pytest.mark.parametrize("weights,merge", [("file", False), ("auto", True), ("auto", False), ("q8_0", True)])
 def test_llama_cpp_agrees_with_transformers_with_and_without_an_adapter(smollm2, tmp_path, weights, merge):
-    """On the GGUF's 4-bit weights (``file``, activations quantized too) or on their float copy (``auto``),
-    with the adapter as a llama.cpp LoRA or merged into the float weights."""
+    """On the GGUF's 4-bit weights (``file``, activations quantized too), on their float copy (``auto``) or on
+    that copy in 8-bit blocks (``q8_0``), with the adapter as a llama.cpp LoRA or merged into the weights."""
     from trace_gym.policies.llamacpp import LlamaCppPolicy
     from trace_gym.route.policy import AdapterPolicy
     from trace_gym.route.registry import AdapterRegistry
@@ -204,7 +230,8 @@ def test_llama_cpp_agrees_with_transformers_with_and_without_an_adapter(smollm2,
     lcp = LlamaCppPolicy.smollm2(greedy=True, max_new_tokens=12, batch_size=2, weight_type=weights)
     text = lcp.render_prompt(PROMPT, [])
     a, b = _next_logits_llamacpp(lcp, text), _next_logits_hf(model, tok, text)
-    # measured (on a CPU with AVX512-BF16, where auto is BF16): 0.99999 on the float copy, 0.99995 on the 4-bit file
+    # measured (on a CPU with AVX512-BF16, where auto is BF16): 0.99999 on the float copy, 0.99995 on the 4-bit file,
+    # 0.99989 in 8-bit blocks
     assert torch.nn.functional.cosine_similarity(a, b, dim=0) > (0.9999 if weights == "auto" else 0.999)
     assert a.argmax() == b.argmax()
     # an adapter that moves the logits a long way: llama.cpp must move them the same way
@@ -217,7 +244,8 @@ def test_llama_cpp_agrees_with_transformers_with_and_without_an_adapter(smollm2,
     assert served.serving and served.merged == merge and lcp.adapter == "cap-x" and (lcp.merged == "cap-x") == merge
     c = _next_logits_llamacpp(lcp, text)
     # the adapter's effect, both ways; measured: 0.972 as a LoRA on the 4-bit file (0.80 with the query and key
-    # rows left in PEFT's order), 0.994 as a LoRA on the BF16 copy, 0.989 merged into it (BF16 rounds the sum)
+    # rows left in PEFT's order), 0.994 as a LoRA on the BF16 copy, 0.989 merged into it (BF16 rounds the sum),
+    # 0.965 merged into the Q8_0 copy (each weight's 8-bit step is as large as much of the update)
     assert torch.nn.functional.cosine_similarity(tuned - b, c - a, dim=0) > (0.98 if weights == "auto" else 0.95)
     served.use("none")
     for slot in lcp.engine.slots:  # decode from scratch, as ``a`` was: on float weights a reused prefix rounds
@@ -328,6 +356,11 @@ def test_a_spec_names_the_llama_cpp_backend(smollm2):
     pol = policy_from_spec("llamacpp:smollm2@file", batch_size=1)
     assert pol.weight_type == "file" and pol.model_path == pol.source_path
     pol.close()
+    pol = policy_from_spec("llamacpp:smollm2@q8_0", batch_size=1)
+    assert pol.weight_type == "q8_0" and pol.model_path.name.endswith(".q8_0.gguf")
+    pol.close()
+    with pytest.raises(ValueError, match="one of auto, file, bf16, f16, f32, q8_0"):
+        policy_from_spec("llamacpp:smollm2@q4_0")
 
 
 def test_without_llama_cpp_the_spec_says_how_to_install_it(monkeypatch):

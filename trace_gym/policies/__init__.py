@@ -36,7 +36,7 @@ SPEC_HELP = ("scripted:FILE | hf:MODEL_OR_PATH | smollm2 | llamacpp:smollm2[@WEI
 def policy_from_spec(spec: str, **options: Any) -> Policy:
     """A policy from ``scripted:FILE``, ``hf:MODEL``, ``smollm2``, ``llamacpp:smollm2``, ``llamacpp:FILE.gguf``
     (the model run by llama.cpp, :mod:`trace_gym.policies.llamacpp`; ``@WEIGHTS`` picks its
-    ``weight_type``: ``auto``, ``bf16``, ``f16``, ``f32`` or ``file``) or ``openai:URL#MODEL``.
+    ``weight_type``: ``auto``, ``bf16``, ``f16``, ``f32``, ``q8_0`` or ``file``) or ``openai:URL#MODEL``.
 
     ``options`` go to the policy's constructor where they apply (``max_new_tokens``,
     ``greedy``, ``temperature``, ``seed``, ``batch_size``, ``device`` for Hugging Face
@@ -70,9 +70,9 @@ def policy_from_spec(spec: str, **options: Any) -> Policy:
         keep = {k: opts[k] for k in ("max_new_tokens", "greedy", "temperature", "top_k", "top_p", "seed", "batch_size") if k in opts}
         rest, _, weights = rest.partition("@")
         if weights:
-            from .lora_gguf import FLOAT_TYPES
+            from .lora_gguf import WEIGHT_TYPES
 
-            choices = ("auto", "file", *(t.lower() for t in FLOAT_TYPES))
+            choices = ("auto", "file", *(t.lower() for t in WEIGHT_TYPES))
             if weights.lower() not in choices:
                 raise ValueError(f"llamacpp weights must be one of {', '.join(choices)}: llamacpp:FILE.gguf@WEIGHTS "
                                  f"(got {weights!r})")

@@ -409,8 +409,10 @@ class LlamaCppPolicy(ChatPolicy):
     sequence's context (default: the model's).  ``weight_type``: ``auto`` (the default),
     ``BF16``, ``F16`` or ``F32`` run a copy of the model with its quantized matrices
     de-quantized to that float type (converted once, cached under the model cache; ``auto``
-    is BF16 where the CPU multiplies it natively, else F16); ``file`` runs the GGUF's own
-    types.  For a model as small as SmolLM2-135M the float copy decodes faster on a CPU than
+    is BF16 where the CPU multiplies it natively, else F16); ``Q8_0`` the same copy in
+    llama.cpp's 8-bit blocks (half the bytes a decode step reads, every weight rounded once
+    more, so greedy actions can differ from the float copy's; an adapter merged into it is
+    added in float32 first); ``file`` runs the GGUF's own types.  For a model as small as SmolLM2-135M the float copy decodes faster on a CPU than
     the 4-bit file and computes what ``transformers`` computes on the de-quantized weights
     more closely (``benchmarks/rollout_speed.py``).  One difference: float kernels sum one row
     in another order than many, so a token's logits depend slightly on whether its prompt's
@@ -443,7 +445,7 @@ class LlamaCppPolicy(ChatPolicy):
         self._engine_options = {"slots": batch_size, "n_ctx": n_ctx, "n_threads": n_threads, "flash_attn": flash_attn}
         weight_type = "file" if str(weight_type).lower() == "file" else weight_type
         self.source_path, self.weight_type = model_path, weight_type
-        if weight_type != "file":  # the model's quantized matrices as floats, converted once
+        if weight_type != "file":  # the model's quantized matrices as floats (or Q8_0), converted once
             from .lora_gguf import cached_float_gguf
 
             model_path = cached_float_gguf(model_path, model_cache_dir() / "llamacpp", weight_type=weight_type)
@@ -567,7 +569,7 @@ class LlamaCppPolicy(ChatPolicy):
 
     def merge_adapter(self, name: str, peft_dir: str | Path) -> None:
         """Serve adapter ``name`` merged into the weights: the model with the PEFT LoRA in ``peft_dir`` added into
-        every weight it changes, stored as floats (the policy's ``weight_type``; ``auto`` where that is ``file``:
+        every weight it changes, stored as floats or Q8_0 (the policy's ``weight_type``; ``auto`` where that is ``file``:
         4-bit weights would round most of the update away; :func:`~trace_gym.policies.lora_gguf.float_gguf`,
         written once under the model cache), so acting with it runs no LoRA arithmetic.  Switching to another
         adapter or to none reopens the plain model."""

@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FLOAT_TYPES", "adapter_gguf", "cached_float_gguf", "float_gguf", "float_type", "gguf_attention_heads",
+__all__ = ["FLOAT_TYPES", "WEIGHT_TYPES", "adapter_gguf", "cached_float_gguf", "float_gguf", "float_type", "gguf_attention_heads",
            "merge_into_float_gguf", "model_lora", "read_lora", "write_lora_gguf"]
 
 _PROJ = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
@@ -175,12 +175,15 @@ def write_lora_gguf(adapter: str | Path | Any, out_path: str | Path, *, architec
 
 
 FLOAT_TYPES = ("BF16", "F16", "F32")
+# what :func:`float_gguf` can store the model's matrices as: a float type, or llama.cpp's 8-bit blocks (32 weights
+# and one float16 scale each: half the bytes of bfloat16 for a decode step to read, every weight rounded once more)
+WEIGHT_TYPES = (*FLOAT_TYPES, "Q8_0")
 
 
 def float_type(weight_type: str = "auto") -> str:
-    """``weight_type`` checked (any case); ``"auto"`` is ``BF16`` where the CPU multiplies bfloat16 natively
-    (AVX512-BF16 or AMX-BF16 in ``/proc/cpuinfo``), else ``F16``."""
-    if str(weight_type).upper() in FLOAT_TYPES:
+    """``weight_type`` checked (any case; one of :data:`WEIGHT_TYPES`); ``"auto"`` is ``BF16`` where the CPU
+    multiplies bfloat16 natively (AVX512-BF16 or AMX-BF16 in ``/proc/cpuinfo``), else ``F16``."""
+    if str(weight_type).upper() in WEIGHT_TYPES:
         return str(weight_type).upper()
     if weight_type == "auto":
         try:
@@ -188,24 +191,29 @@ def float_type(weight_type: str = "auto") -> str:
         except OSError:
             flags = ""
         return "BF16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "F16"
-    raise ValueError(f"weight_type must be auto or one of {', '.join(FLOAT_TYPES)}; got {weight_type!r}")
+    raise ValueError(f"weight_type must be auto or one of {', '.join(WEIGHT_TYPES)}; got {weight_type!r}")
 
 
 def float_gguf(model_gguf: str | Path, out_path: str | Path, *, weight_type: str = "auto",
                adapter_dir: str | Path | None = None) -> Path:
-    """Write ``model_gguf`` with every quantized weight matrix stored as the float type ``weight_type``, and the
-    PEFT LoRA in ``adapter_dir`` (if any) merged into the weights it changes, at ``out_path`` (atomically).
+    """Write ``model_gguf`` with every quantized weight matrix stored as ``weight_type`` (a float type, or
+    ``Q8_0``), and the PEFT LoRA in ``adapter_dir`` (if any) merged into the weights it changes, at ``out_path``
+    (atomically).
 
     Each quantized matrix is de-quantized exactly; an adapted one gets ``alpha / r * B A``
     added in float32 before it is stored.  Other tensors and all metadata are copied
     unchanged, so llama.cpp runs the result as a plain model with no LoRA arithmetic per
     layer.  On a small model and a CPU the float file is faster as well as closer to the
     de-quantized model ``transformers`` runs (``benchmarks/rollout_speed.py``); a 4-bit type
-    would round most of a small update away.  :class:`ValueError` when the adapter does not
-    fit the model (a weight it names is missing or has another shape) or the type is unknown.
+    would round most of a small update away; ``Q8_0`` keeps 8 bits per weight (the update merged in
+    float32 first), for a CPU where reading the weights bounds a decode step, at the price of
+    rounding every weight once more (greedy actions can differ).  A matrix whose rows do not
+    split into ``Q8_0``'s blocks of 32 is stored as ``F16``.  :class:`ValueError` when the
+    adapter does not fit the model (a weight it names is missing or has another shape) or the
+    type is unknown.
     """
     import numpy as np
-    from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFReader, GGUFValueType
     from gguf.quants import dequantize, quantize
 
     qtype = GGMLQuantizationType[float_type(weight_type)]
@@ -238,7 +246,8 @@ def float_gguf(model_gguf: str | Path, out_path: str | Path, *, weight_type: str
                 writer.add_tensor(name, t.data, raw_dtype=t.tensor_type)
                 continue
             w = dequantize(t.data, t.tensor_type).astype(np.float32)
-            writer.add_tensor(name, quantize(w + updates[name] if name in updates else w, qtype), raw_dtype=qtype)
+            kind = qtype if w.shape[-1] % GGML_QUANT_SIZES[qtype][0] == 0 else GGMLQuantizationType.F16
+            writer.add_tensor(name, quantize(w + updates[name] if name in updates else w, kind), raw_dtype=kind)
 
     return _write_atomically(out_path, arch, fill)
 
