@@ -567,8 +567,7 @@ def main() -> int:
     except ConfigError as exc:
         p.error(f"--fast-train: {exc}")
     a.adapters = Path(a.adapters).resolve() if a.adapters else ensure_adapter(out)
-    versions = {a.baseline: export_baseline(a.baseline, out), "head": ROOT, FAST: ROOT, LLAMACPP: ROOT, LLAMACPP_LOCKSTEP: ROOT,
-                LLAMACPP_NODRAFT: ROOT, LLAMACPP_FILE: ROOT, LLAMACPP_Q8: ROOT}
+    versions = {a.baseline: export_baseline(a.baseline, out), "head": ROOT, FAST: ROOT, **dict.fromkeys(ENGINES, ROOT)}
     run_now = {a.baseline if v == "baseline" else v for v in a.versions.split(",") if v}
     if run_now & set(ENGINES) and importlib.util.find_spec("llama_cpp") is None:
         print("llama-cpp-python is not installed: the llamacpp versions are not measured", flush=True)

@@ -412,9 +412,10 @@ class LlamaCppPolicy(ChatPolicy):
     is BF16 where the CPU multiplies it natively, else F16); ``Q8_0`` the same copy in
     llama.cpp's 8-bit blocks (half the bytes a decode step reads, every weight rounded once
     more, so greedy actions can differ from the float copy's; an adapter merged into it is
-    added in float32 first); ``file`` runs the GGUF's own types.  For a model as small as SmolLM2-135M the float copy decodes faster on a CPU than
-    the 4-bit file and computes what ``transformers`` computes on the de-quantized weights
-    more closely (``benchmarks/rollout_speed.py``).  One difference: float kernels sum one row
+    added in float32 first); ``file`` runs the GGUF's own types.  For a model as small as
+    SmolLM2-135M the float copy decodes faster on a CPU than the 4-bit file and computes what
+    ``transformers`` computes on the de-quantized weights more closely
+    (``benchmarks/rollout_speed.py``).  One difference: float kernels sum one row
     in another order than many, so a token's logits depend slightly on whether its prompt's
     prefix came from a slot's cache (up to about 0.2 in bfloat16, 0.01 in float32, on logits
     around 20); a run repeated in the same order repeats exactly, but a greedy action can
@@ -569,8 +570,8 @@ class LlamaCppPolicy(ChatPolicy):
 
     def merge_adapter(self, name: str, peft_dir: str | Path) -> None:
         """Serve adapter ``name`` merged into the weights: the model with the PEFT LoRA in ``peft_dir`` added into
-        every weight it changes, stored as floats or Q8_0 (the policy's ``weight_type``; ``auto`` where that is ``file``:
-        4-bit weights would round most of the update away; :func:`~trace_gym.policies.lora_gguf.float_gguf`,
+        every weight it changes, stored as floats or Q8_0 (the policy's ``weight_type``; ``auto`` where that is
+        ``file``: 4-bit weights would round most of the update away; :func:`~trace_gym.policies.lora_gguf.float_gguf`,
         written once under the model cache), so acting with it runs no LoRA arithmetic.  Switching to another
         adapter or to none reopens the plain model."""
         from .lora_gguf import cached_float_gguf
