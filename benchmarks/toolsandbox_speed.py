@@ -29,7 +29,7 @@ import gymnasium as gym
 
 import trace_gym  # noqa: F401  (registers trace/*)
 from trace_gym.core import format_tool_call
-from trace_gym.datadirs import toolsandbox_data_dir
+from trace_gym.data import toolsandbox_data_dir
 from trace_gym.toolsandbox.users import ReplayUser
 
 try:

@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from trace_gym.datadirs import DataDirError
 from trace_gym.pipeline import RolloutJob, Target
 from trace_gym.pipeline.learn import TrainedAdapter, build_router, held_out_routing
 from trace_gym.pipeline.stages import analyze, play_rollouts, synthesize_envs
@@ -37,10 +36,7 @@ def test_target_failures_lacking_a_capability_enter_its_adapter_corpus(tmp_path)
     _embedder_or_skip()
     from trace_gym.demo.flawed import demo_tasks, variants_for
 
-    try:
-        tasks = demo_tasks(ENV_ID, 4)
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    tasks = demo_tasks(ENV_ID, 4)
     target = Target(ENV_ID, {"unjudged_nl": "ignore"})
     train, held = tasks[:3], tasks[3:]
     rollouts = play_rollouts(target, _jobs(train, variants_for), tmp_path / "train.jsonl")

@@ -8,17 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from trace_gym.datadirs import DataDirError, tau2_data_dir
+from tests.corpora import corpus_dir
 
 
 def _corpus(name: str) -> Path:
-    try:
-        root = tau2_data_dir()
-    except DataDirError as exc:
-        pytest.skip(str(exc))
-    path = root / "tau2" / "conformance" / name
-    if not path.is_file():
-        pytest.skip(f"conformance corpus {path} not available")
+    path = corpus_dir("tau2") / name
+    assert path.is_file(), f"the corpus folder lacks {name}"
     return path
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from trace_gym.datadirs import DataDirError, tau2_data_dir
+from tests.corpora import find_corpus_dir
 from trace_gym.tau2.data import load_tasks
 from trace_gym.tau2.engine import Tau2Environment, corpus_uuid_source
 
@@ -26,10 +26,7 @@ PUBLIC_CALLS = 732
 
 
 def _conformance_dir() -> Path | None:
-    try:
-        return tau2_data_dir() / "tau2" / "conformance"
-    except DataDirError:
-        return None
+    return find_corpus_dir("tau2")
 
 
 @lru_cache(maxsize=1)

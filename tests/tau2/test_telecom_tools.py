@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from trace_gym.datadirs import DataDirError
 from trace_gym.tau2.engine import Tau2Environment
 
 pytestmark = pytest.mark.usefixtures("tau2_data")
@@ -24,13 +23,10 @@ def _tasks() -> dict[str, dict[str, Any]]:
 
 
 def _env(task_id: str | None = None, solo: bool = False) -> Tau2Environment:
-    try:
-        env = Tau2Environment("telecom", solo_mode=solo)
-        if task_id is not None:
-            st = _tasks()[task_id]["initial_state"]
-            env.set_state(st.get("initialization_data"), st.get("initialization_actions"), st.get("message_history") or [])
-    except DataDirError:
-        pytest.skip("τ²-bench data not found: run `trace-gym data fetch tau2` or set TAU2_DATA_DIR")
+    env = Tau2Environment("telecom", solo_mode=solo)
+    if task_id is not None:
+        st = _tasks()[task_id]["initial_state"]
+        env.set_state(st.get("initialization_data"), st.get("initialization_actions"), st.get("message_history") or [])
     return env
 
 

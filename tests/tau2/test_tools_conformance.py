@@ -8,18 +8,13 @@ import json
 
 import pytest
 
-from trace_gym.datadirs import DataDirError, tau2_data_dir
+from tests.corpora import corpus_dir
 from trace_gym.tau2.tool_conformance import replay_sequence, replay_tool_corpus
 
 
 def _corpus(domain: str):
-    try:
-        root = tau2_data_dir()
-    except DataDirError as exc:
-        pytest.skip(f"τ²-bench data not available: {exc}")
-    path = root / "tau2" / "conformance" / f"tools_{domain}.jsonl"
-    if not path.is_file():
-        pytest.skip(f"no corpus {path}")
+    path = corpus_dir("tau2") / f"tools_{domain}.jsonl"
+    assert path.is_file(), f"the corpus folder lacks {path.name}"
     return path
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trace_gym.datadirs import DataDirError
-
 pytestmark = pytest.mark.model
 
 torch = pytest.importorskip("torch")
@@ -42,11 +40,8 @@ def _episode(backend, seed):
     from trace_gym.tau2.env import Tau2Env
     from trace_gym.tau2.users import LLMUser
 
-    try:
-        env = Tau2Env("mock", user=LLMUser(backend))
-        obs, info = env.reset(seed=seed, options={"task_id": "create_task_1"})
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    env = Tau2Env("mock", user=LLMUser(backend))
+    obs, info = env.reset(seed=seed, options={"task_id": "create_task_1"})
     first = info["messages"][-1]
     assert first["role"] == "user" and isinstance(first["content"], str)
     return first["content"], env

@@ -6,17 +6,13 @@ import json
 
 import pytest
 
-from trace_gym.datadirs import DataDirError, toolsandbox_data_dir
+from tests.corpora import corpus_dir
 from trace_gym.toolsandbox.conformance import canonical_ids, run_conformance
 
 
 @pytest.fixture(scope="module")
 def corpus():
-    try:
-        root = toolsandbox_data_dir()
-    except DataDirError as exc:
-        pytest.skip(f"ToolSandbox data not available: {exc}")
-    return root / "conformance"
+    return corpus_dir("toolsandbox")
 
 
 def _sample(corpus, per_file=12):

@@ -7,16 +7,14 @@ import uuid
 
 import pytest
 
-from trace_gym.datadirs import DataDirError, toolsandbox_data_dir
+from tests.corpora import corpus_dir
+from trace_gym.data import toolsandbox_data_dir
 from trace_gym.toolsandbox.world import REFERENCE_NOW, World, counter_ids
 
 
 @pytest.fixture(scope="module")
 def data():
-    try:
-        root = toolsandbox_data_dir()
-    except DataDirError as exc:
-        pytest.skip(f"ToolSandbox data not available: {exc}")
+    root = toolsandbox_data_dir()
     from trace_gym.toolsandbox.scenarios import load_scenarios
 
     return root, load_scenarios()
@@ -241,7 +239,7 @@ def test_replay_stops_at_the_message_cap(data):
 def test_replay_reproduces_recorded_oracles(data):
     from trace_gym.toolsandbox.conformance import check_record
 
-    path = data[0] / "conformance" / "multiple_tool_call_scenarios.jsonl"
+    path = corpus_dir("toolsandbox") / "multiple_tool_call_scenarios.jsonl"
     records = [json.loads(line) for line in open(path)]
     checked = 0
     for r in records:

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from trace_gym.datadirs import DataDirError, toolsandbox_data_dir
+from tests.corpora import corpus_dir
+from trace_gym.data import toolsandbox_data_dir
 from trace_gym.toolsandbox.evaluation import (
     EvaluationInputError,
     Trajectory,
@@ -97,19 +98,15 @@ def constraint(database: str, similarity: str, rows: list[dict[str, Any]], kinds
 
 
 def data_or_skip() -> Path:
-    try:
-        return toolsandbox_data_dir()
-    except DataDirError as exc:
-        pytest.skip(f"ToolSandbox data not available: {exc}")
+    return toolsandbox_data_dir()
 
 
 def record(record_id: str) -> dict[str, Any]:
-    root = data_or_skip()
-    for path in sorted((root / "conformance").glob("*.jsonl")):
+    for path in sorted(corpus_dir("toolsandbox").glob("*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
             if f'"id": "{record_id}"' in line[:300]:
                 return json.loads(line)
-    pytest.skip(f"record {record_id} is not in the public corpus")
+    pytest.fail(f"record {record_id} is not in the public corpus")
 
 
 # --------------------------------------------------------------------------- column similarities
@@ -396,10 +393,9 @@ def test_extra_writes_late_and_early() -> None:
 
 
 def test_minefield_call_zeroes_the_episode() -> None:
-    root = data_or_skip()
     scenarios = load_scenarios()
     hits = 0
-    path = root / "conformance" / "insufficient_information_scenarios.jsonl"
+    path = corpus_dir("toolsandbox") / "insufficient_information_scenarios.jsonl"
     for line in path.read_text(encoding="utf-8").splitlines():
         rec = json.loads(line)
         if rec["kind"] not in ("minefield_call", "oracle") or rec["result"]["exception"]:

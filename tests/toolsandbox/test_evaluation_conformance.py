@@ -12,16 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from trace_gym.datadirs import DataDirError, toolsandbox_data_dir
+from trace_gym.data import toolsandbox_data_dir
 from trace_gym.toolsandbox.conformance import score_corpus, score_record
 from trace_gym.toolsandbox.scenarios import load_scenarios
 
 
 def _corpus_files() -> list[Path]:
-    try:
-        root = toolsandbox_data_dir()
-    except DataDirError:
-        return []
+    root = toolsandbox_data_dir()
     return sorted((root / "conformance").glob("*.jsonl"))
 
 

@@ -241,13 +241,10 @@ def _stretched_records(limit: int) -> list[tuple[str, dict, list[dict]]]:
     with their agent/execution rows repeated (a looping agent) to 24 messages."""
     import json
 
-    from trace_gym.datadirs import DataDirError, toolsandbox_data_dir
+    from trace_gym.data import toolsandbox_data_dir
     from trace_gym.toolsandbox.scenarios import load_scenarios
 
-    try:
-        root = toolsandbox_data_dir()
-    except DataDirError:
-        return []
+    root = toolsandbox_data_dir()
     scenarios = load_scenarios()
     out = []
     for path in sorted((root / "conformance").glob("*.jsonl")):

@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from trace_gym.datadirs import toolsandbox_data_dir
+from trace_gym.data import toolsandbox_data_dir
 
 from .data import Fields, FrozenDict, ScenarioError, freeze, json_isinstance, thaw
 
@@ -514,7 +514,7 @@ def load_scenarios(path: str | Path | None = None) -> Mapping[str, Scenario]:
     """All scenarios of ``base_scenarios.jsonl`` by name, in file order (read once, then cached).
 
     ``path`` defaults to ``<toolsandbox data dir>/scenarios/base_scenarios.jsonl``; a missing data
-    folder raises :class:`trace_gym.datadirs.DataDirError`.
+    folder raises :class:`trace_gym.data.DataDirError`.
     """
     return _load_scenarios_cached(_scenarios_path(path).resolve())
 
