@@ -78,7 +78,7 @@ class ExtractorOutput:
 
 @dataclass(frozen=True)
 class Extractor:
-    """A tool-trace extractor described as data (see README: the ten extractors)."""
+    """A tool-trace extractor described as data (see the ToolSandbox data README, ``shared/toolsandbox/README.md``: the ten extractors)."""
 
     name: str
     outputs: tuple[ExtractorOutput, ...]
