@@ -29,6 +29,8 @@ from trace_gym.data import (
     fetch,
     load_manifest,
     locate,
+    packaged_files,
+    packaged_root,
     tau2_data_dir,
     toolsandbox_data_dir,
     verify_folder,
@@ -122,12 +124,59 @@ def test_manifests_have_checksums_only():
     assert sorted(p.name for p in shipped.iterdir()) == ["tau2.json", "toolsandbox.json"]
 
 
-def test_status_finds_the_sibling_data_and_it_verifies(tau2_data, capsys):
+def test_status_finds_the_data_and_it_verifies(tau2_data, capsys):
     check = verify_folder("tau2", tau2_data)
     assert check["complete"] and not check["mismatch"]
     assert main(["data", "status"]) == 0
     out = capsys.readouterr().out
     assert "τ²-bench" in out and "version: 1.0.1" in out and "ToolSandbox" in out
+
+
+@pytest.mark.parametrize("benchmark", ["tau2", "toolsandbox"])
+def test_the_packaged_copy_is_exactly_the_engine_files_and_licence_and_verifies(benchmark):
+    manifest = load_manifest(benchmark)
+    root = packaged_root() / benchmark
+    shipped = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    assert shipped == packaged_files(manifest)
+    assert "LICENSE" in shipped and all(manifest["files"][r]["required"] for r in shipped if r != "LICENSE")
+    assert [r for r, e in manifest["files"].items() if e["required"] and r not in shipped] == []
+    check = verify_folder(benchmark, packaged_root() if manifest["files_under"] else root)
+    assert check["complete"] and not check["mismatch"] and sorted(check["ok"]) == shipped
+    assert not [r for r in shipped if r.startswith("conformance/") or r == "EVALUATION.md"]
+
+
+def test_lookup_order_variable_cache_packaged_sibling(tmp_path, monkeypatch, capsys):
+    """The data variable, then the cache, then the packaged copy, then ../shared; status names the one used."""
+    monkeypatch.setenv("TRACE_GYM_CACHE_DIR", str(tmp_path / "cache"))
+    for var in ("TAU2_DATA_DIR", "TOOLSANDBOX_DATA_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    for bench in ("tau2", "toolsandbox"):
+        found, tried = locate(bench)
+        assert found.how == "packaged" and found.path == (packaged_root() if bench == "tau2" else packaged_root() / bench)
+        assert tried[0] == str(tmp_path / "cache" / "data" / ("tau2-1.0.1" if bench == "tau2" else "toolsandbox"))
+    assert main(["data", "status"]) == 0
+    assert capsys.readouterr().out.count("(the copy packaged with trace-gym)") == 2
+    # a copy in the cache comes first
+    cached = tmp_path / "cache" / "data" / "toolsandbox"
+    shutil.copytree(packaged_root() / "toolsandbox", cached)
+    assert locate("toolsandbox")[0].how == "cache" and toolsandbox_data_dir() == cached
+    # the variable comes first of all
+    monkeypatch.setenv("TOOLSANDBOX_DATA_DIR", str(packaged_root() / "toolsandbox"))
+    assert locate("toolsandbox")[0].how == "env"
+    # without a packaged copy (a source checkout stripped of it), the development ../shared is found
+    monkeypatch.delenv("TOOLSANDBOX_DATA_DIR")
+    shutil.rmtree(cached)
+    from trace_gym.data import locations as locate_module
+
+    monkeypatch.setattr(locate_module, "packaged_root", lambda: tmp_path / "no-package-data")
+    shared = tmp_path / "checkout" / "shared"
+    shutil.copytree(packaged_root() / "toolsandbox", shared / "toolsandbox")
+    monkeypatch.chdir(tmp_path / "checkout")
+    found, tried = locate("toolsandbox")
+    beside_checkout = Path(__file__).resolve().parents[1].parent / "shared" / "toolsandbox"  # looked at first
+    assert found.how == "sibling"
+    assert found.path == (beside_checkout if beside_checkout.is_dir() else shared / "toolsandbox")
+    assert str(tmp_path / "no-package-data" / "toolsandbox") in tried
 
 
 def test_status_without_data_names_the_verb(tmp_path, monkeypatch, capsys):
@@ -164,6 +213,10 @@ def test_fetch_from_a_local_archive_verifies_and_is_found_afterwards(tau2_full, 
     assert "verified files" in out and "tools.json" in out  # says which generated files the source lacked
     installed = cache / "data" / "tau2-1.0.1"
     manifest = load_manifest("tau2")
+    packaged = packaged_files(manifest)
+    copied = [r for r in packaged if not manifest["files"][r].get("derive")]  # the schemas come from code only
+    assert f"byte-identical to the packaged copy: {len(copied)} of {len(packaged)} packaged files" in out
+    assert "not installed: domains/airline/tools.json" in out
     check = verify_folder("tau2", installed)
     upstream = {r for r, e in manifest["files"].items() if e["source"]}
     assert set(check["ok"]) == upstream and not check["mismatch"]

@@ -52,7 +52,7 @@ def _status(args: argparse.Namespace) -> int:
 def _fetch(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from trace_gym.data import DataFetchError, fetch, load_manifest, not_in_source_note, same_as_packaged
+    from trace_gym.data import DataFetchError, fetch, not_in_source_note, same_as_packaged
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr)
@@ -67,9 +67,7 @@ def _fetch(args: argparse.Namespace) -> int:
         print(f"derived {len(result['derived'])} of them {how}: {', '.join(result['derived'])}")
     if result.get("kept"):
         print(f"kept {len(result['kept'])} verified file(s) of the copy already there: {', '.join(result['kept'])}")
-    manifest = load_manifest(args.benchmark)
-    root = Path(result["path"])
-    same = same_as_packaged(args.benchmark, root.parent if manifest["files_under"] else root)
+    same = same_as_packaged(args.benchmark, Path(result["path"]))
     print(f"byte-identical to the packaged copy: {len(same['identical'])} of "
           f"{sum(len(v) for v in same.values())} packaged files"
           + (f"; differ: {', '.join(same['different'])}" if same["different"] else "")

@@ -1,6 +1,6 @@
 """Benchmark data: where the engines find it, the copy packaged with trace-gym, and fetching another.
 
-* :mod:`.locate`: where a benchmark's data is found (the data variable, the per-user cache, the packaged
+* :mod:`.locations`: where a benchmark's data is found (the data variable, the per-user cache, the packaged
   copy, a development ``../shared``), and :class:`DataDirError` when it is not;
 * :mod:`.manifest`: the shipped checksums and verification against them;
 * :mod:`.status`: ``trace-gym data status``;
@@ -12,7 +12,7 @@
 
 from .fetch import Exporter, exporter, fetch, not_in_source_note, register_exporter
 from .files import MARKER, DataFetchError
-from .locate import (
+from .locations import (
     FETCH_HINT,
     DataDirError,
     DataLocation,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .files import DataFetchError
-from .locate import cache_folder
+from .locations import cache_folder
 from .manifest import BENCHMARKS
 
 __all__ = ["Exporter", "register_exporter", "exporter", "fetch", "not_in_source_note"]

@@ -7,7 +7,7 @@ from typing import Any
 
 from .fetch import exporter
 from .files import read_marker, sha256_path
-from .locate import FETCH_HINT, HOW, locate, packaged_root
+from .locations import FETCH_HINT, HOW, locate, packaged_root
 from .manifest import files_root, load_manifest, packaged_files, verify_folder
 
 __all__ = ["status", "describe", "same_as_packaged"]

@@ -34,7 +34,7 @@ from typing import Any
 
 from .archive import archive_names, extract
 from .files import DataFetchError, download, install_staged, matches, sha256_path, staging
-from .locate import cache_root
+from .locations import cache_root
 from .manifest import load_manifest
 from .mirror import install_from_sources
 
