@@ -131,3 +131,20 @@ def test_the_tiny_model_gets_a_card(shop, tmp_path, capsys):
     card = json.loads(out.read_text())
     assert card["policy"] == f"hf:{folder}" and [r["env_id"] for r in card["rows"]] == SHOP_ENVS
     assert all(r["episodes"] == 2 and 0 <= r["mean"] <= 1 for r in card["rows"])
+
+
+def test_an_unreadable_spec_file_is_a_card_error_not_silence(tmp_path, monkeypatch):
+    """The card names each env's spec and capability from its spec file; a file that no longer reads is an error."""
+    import trace_gym.registration as registration
+    from trace_gym.eval.card import CardError, _spec_info
+    from trace_gym.registration import EnvEntry
+
+    spec = tmp_path / "cap-broken.yaml"
+    spec.write_text("id: cap-broken\ncapability: Broken things\n", encoding="utf-8")
+    entry = EnvEntry("trace/cap-broken-v0", "trace_gym.capabilities.env:CapabilityEnv", "broken", {"spec": str(spec)},
+                     family="capability", domain="retail")
+    monkeypatch.setattr(registration, "ENTRIES", [entry])
+    assert _spec_info("trace/cap-broken-v0") == ("cap-broken", "Broken things")
+    spec.write_text("id: [unclosed\n", encoding="utf-8")
+    with pytest.raises(CardError, match="trace/cap-broken-v0: its spec file cannot be read"):
+        _spec_info("trace/cap-broken-v0")

@@ -95,7 +95,7 @@ def test_a_merged_gguf_is_the_model_with_the_adapter_merged(tmp_path):
     logits of the PEFT model: the update lands in the right rows of every weight, metadata intact."""
     from transformers import AutoModelForCausalLM
 
-    from trace_gym.policies.lora_gguf import float_gguf
+    from trace_gym.policies.gguf_weights import float_gguf
 
     model, tok, source = _smollm2_and_gguf()
     pm = _strong_adapter(tmp_path / "a", model, r=4)
@@ -133,7 +133,7 @@ def test_a_q8_0_copy_is_the_float32_merge_rounded_to_8_bit_blocks(tmp_path):
     import numpy as np
     from gguf.quants import dequantize
 
-    from trace_gym.policies.lora_gguf import float_gguf, merge_into_float_gguf
+    from trace_gym.policies.gguf_weights import float_gguf, merge_into_float_gguf
 
     model, _, source = _smollm2_and_gguf()
     _strong_adapter(tmp_path / "a", model, r=4)
@@ -157,7 +157,7 @@ def test_merging_into_a_float_copy_patches_only_the_adapted_weights(tmp_path):
     """:func:`merge_into_float_gguf` gives the file :func:`float_gguf` writes with the adapter merged, up to one
     rounding of the float type (the copy's weights were rounded once already), from a folder or a model in
     memory alike; an adapter of another model or a 4-bit source is refused by name, nothing left behind."""
-    from trace_gym.policies.lora_gguf import float_gguf, merge_into_float_gguf
+    from trace_gym.policies.gguf_weights import float_gguf, merge_into_float_gguf
 
     model, _, source = _smollm2_and_gguf()
     pm = _strong_adapter(tmp_path / "a", model, r=4)
@@ -397,7 +397,7 @@ def test_grpo_samples_in_llama_cpp_from_the_adapter_as_it_is_now(smollm2, tmp_pa
     from accelerate import Accelerator
 
     from trace_gym.policies.hf_models import smollm2_gguf_path
-    from trace_gym.train.generation import llamacpp_generate_fn
+    from trace_gym.train.generation import LlamaCppSampler
 
     model, tok = smollm2
     pm = _strong_adapter(tmp_path / "a", model, r=8)
@@ -407,35 +407,39 @@ def test_grpo_samples_in_llama_cpp_from_the_adapter_as_it_is_now(smollm2, tmp_pa
     text = tok.apply_chat_template(PROMPT, tokenize=False, add_generation_prompt=True)
     ids = tok(text, add_special_tokens=False)["input_ids"]
 
-    def llama_logits(generate):
+    def llama_logits(engine):
         seen = []
-        generate.engine.decode([ids], max_new_tokens=[1], pick=lambda lg, idx: seen.append(lg.clone()) or lg.argmax(-1),
-                               stop=SimpleNamespace(add=lambda produced, tok, limit, **kw: produced.append(tok) or True))
-        for slot in generate.engine.slots:  # from scratch each time (float weights round a reused prefix differently)
+        engine.decode([ids], max_new_tokens=[1], pick=lambda lg, idx: seen.append(lg.clone()) or lg.argmax(-1),
+                      stop=SimpleNamespace(add=lambda produced, tok, limit, **kw: produced.append(tok) or True))
+        for slot in engine.slots:  # from scratch each time (float weights round a reused prefix differently)
             slot.tokens = []
         return seen[0][0]
 
+    sampler = LlamaCppSampler(smollm2_gguf_path())
     try:
-        first = llamacpp_generate_fn(trainer, smollm2_gguf_path())
+        sampler(trainer)
+        first = SimpleNamespace(engine=sampler.engine)
         cos = torch.nn.functional.cosine_similarity
-        assert cos(llama_logits(first), _next_logits_hf(pm, tok, text), dim=0) > 0.999
+        assert cos(llama_logits(first.engine), _next_logits_hf(pm, tok, text), dim=0) > 0.999
         with torch.no_grad():  # an optimizer step moves the adapter
             for name, p in pm.named_parameters():
                 if "lora_B" in name:
                     p.add_(0.05 * torch.randn_like(p))
         now = _next_logits_hf(pm, tok, text)
-        second = llamacpp_generate_fn(trainer, smollm2_gguf_path())
+        generate = sampler(trainer)
+        second = SimpleNamespace(engine=sampler.engine)
         assert second.engine is not first.engine and first.engine._ctx is None  # reopened on the new weights
         assert not second.engine._adapters and second.engine.share_prompts
-        assert cos(llama_logits(second), now, dim=0) > 0.999
+        assert cos(llama_logits(second.engine), now, dim=0) > 0.999
         torch.manual_seed(0)
-        out = second([ids, ids], [40, 3])
+        out = generate([ids, ids], [40, 3])
         assert len(out[1]) <= 3 and all(t < second.engine.n_vocab for row in out for t in row)
         stops = set(trainer.eos_token_ids)
         assert all(t not in stops for row in out for t in row[:-1])  # an end-of-turn token ends the turn, kept
     finally:
-        trainer._trace_gym_llamacpp["engine"].close()
+        sampler.close()
         pm.unload()
+    assert sampler.engine is None and second.engine._ctx is None  # closed by its owner
 
 
 def test_backend_llamacpp_says_what_it_needs(monkeypatch, tmp_path):
@@ -449,11 +453,11 @@ def test_backend_llamacpp_says_what_it_needs(monkeypatch, tmp_path):
     cfg = TrainConfig(model="tiny", backend="llamacpp").validate()
     from types import SimpleNamespace
 
-    from trace_gym.train.generation import llamacpp_generate_fn
+    from trace_gym.train.generation import LlamaCppSampler
 
     penalised = SimpleNamespace(args=SimpleNamespace(), repetition_penalty=1.2)  # a setting only generate honours
     with pytest.raises(ValueError, match="use backend=transformers"):
-        llamacpp_generate_fn(penalised, tmp_path / "never-read.gguf")
+        LlamaCppSampler(tmp_path / "never-read.gguf")(penalised)
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as on a machine without the package
     with pytest.raises(ModelUnavailableError, match=r"pip install 'trace-gym\[llamacpp\]'"):
         _llamacpp_sampler(cfg)

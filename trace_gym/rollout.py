@@ -1,10 +1,11 @@
 """Running a policy in an environment, and storing the resulting trajectories.
 
 * :func:`rollout` plays one episode and returns a :class:`Trajectory`.
-* :func:`rollout_batch` plays several episodes in lock step so that a batching
-  policy (``act_batch``) answers all of them with one call per turn;
-  :func:`rollout_queue` plays a queue of episodes through a few env slots, starting the
-  next episode in a slot as soon as its episode ends.
+* :func:`rollout_batch` plays several episodes at once so that a batching policy answers
+  all of them together; :func:`rollout_queue` plays a queue of episodes through a few env
+  slots, starting the next episode in a slot as soon as its episode ends, in lock step
+  (``act_batch``, one call per turn) or by continuous serving (``serve``) as
+  :func:`~trace_gym.episode.rollout_mode` says.
 * :func:`collect` runs many seeds of one env id, appending every finished episode
   to a :class:`TrajectoryStore` and skipping seeds already stored (resume).
 
@@ -19,18 +20,19 @@ from __future__ import annotations
 
 import fcntl
 import json
-import math
 import os
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
-from .policies.base import ContextExceeded, Policy, PolicyError, act_batch, reset_policy
+from .episode import CONTEXT_LENGTH, LOCK_STEP, SERVING, Episode, EpisodeQueue, RolloutError, mode_note, rollout_mode
+from .policies.base import ContextExceeded, Policy, PolicyError, act_batch
+from .serving import serve_episodes
+from .trajectory import Trajectory, episode_key
 
 __all__ = [
     "Trajectory",
@@ -43,197 +45,11 @@ __all__ = [
     "TrajectoryStoreError",
     "episode_key",
     "CONTEXT_LENGTH",
+    "LOCK_STEP",
+    "SERVING",
+    "rollout_mode",
+    "mode_note",
 ]
-
-FORMAT_VERSION = 1
-CONTEXT_LENGTH = "context_length"
-"""The termination reason of an episode ended because the policy's context was full."""
-
-
-def _jsonable(value: Any) -> Any:
-    """A JSON-compatible copy of ``value`` (numpy scalars/arrays, sets, tuples, paths...)."""
-    return json.loads(json.dumps(value, default=_json_default, ensure_ascii=False))
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "tolist"):  # numpy scalars and arrays
-        return value.tolist()
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=repr)
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    return repr(value)
-
-
-def _canonical(options: dict[str, Any] | None) -> str:
-    return json.dumps(_jsonable(options or {}), sort_keys=True, ensure_ascii=False)
-
-
-def episode_key(env_id: str, policy_id: str, seed: int, options: dict[str, Any] | None = None) -> tuple[str, str, int, str]:
-    """What identifies an episode in a store: env id, policy id, seed and reset options."""
-    return (env_id, policy_id, int(seed), _canonical(options))
-
-
-@dataclass
-class Trajectory:
-    """One played episode.
-
-    ``messages`` is the policy's view at the end (rejected actions and their
-    feedback included); ``transcript`` is the scored conversation (without them)
-    when the environment provides one.  ``rewards[i]`` is the reward of step ``i``;
-    ``reward`` their sum.  ``timings`` holds seconds spent in ``reset``, in the
-    policy and in ``step``, and the wall time of the episode.
-    """
-
-    env_id: str
-    policy_id: str
-    seed: int
-    options: dict[str, Any] | None = None
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    transcript: list[dict[str, Any]] = field(default_factory=list)
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    actions: list[str] = field(default_factory=list)
-    observations: list[str] = field(default_factory=list)
-    rewards: list[float] = field(default_factory=list)
-    reward: float = 0.0
-    reward_info: dict[str, Any] = field(default_factory=dict)
-    terminated: bool = False
-    truncated: bool = False
-    termination_reason: str | None = None
-    action_errors: list[int] = field(default_factory=list)
-    reset_info: dict[str, Any] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
-    version: int = FORMAT_VERSION
-
-    @property
-    def num_steps(self) -> int:
-        return len(self.actions)
-
-    @property
-    def done(self) -> bool:
-        return self.terminated or self.truncated
-
-    @property
-    def ended_with_message(self) -> bool:
-        """Whether the agent brought the episode to an end: no limit stopped it (:data:`~trace_gym.core.env.LIMIT_REASONS`,
-        truncation) and the agent's last turn was a message to the user, not a tool call."""
-        from .core.env import LIMIT_REASONS
-
-        if self.truncated or self.termination_reason in LIMIT_REASONS or not self.done:
-            return False
-        last = next((m for m in reversed(self.transcript or self.messages) if m.get("role") == "assistant"), None)
-        return bool(last and not last.get("tool_calls") and str(last.get("content") or "").strip())
-
-    @property
-    def key(self) -> tuple[str, str, int, str]:
-        return episode_key(self.env_id, self.policy_id, self.seed, self.options)
-
-    def to_dict(self) -> dict[str, Any]:
-        return _jsonable(asdict(self))
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Trajectory:
-        if not isinstance(d, dict):
-            raise ValueError(f"a trajectory record must be a JSON object, got {type(d).__name__}")
-        missing = [k for k in ("env_id", "policy_id", "seed") if k not in d]
-        if missing:
-            raise ValueError(f"trajectory record lacks {missing}")
-        version = d.get("version", FORMAT_VERSION)
-        if version != FORMAT_VERSION:
-            raise ValueError(f"trajectory format version {version!r} is not supported (expected {FORMAT_VERSION})")
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown trajectory fields {unknown}")
-        return cls(**d)
-
-
-class RolloutError(RuntimeError):
-    """The policy failed mid-episode.
-
-    :attr:`trajectory` holds the failed episode so far; :attr:`completed` the episodes
-    of the same lock-step batch that had already finished (they are complete and valid).
-    """
-
-    def __init__(self, message: str, trajectory: Trajectory, completed: list[Trajectory] | None = None):
-        super().__init__(message)
-        self.trajectory = trajectory
-        self.completed = list(completed or [])
-
-
-def _env_id(env: gym.Env) -> str:
-    spec = getattr(env, "spec", None)
-    if spec is not None and getattr(spec, "id", None):
-        return spec.id
-    return type(env.unwrapped).__name__
-
-
-class _Episode:
-    """One episode being played: holds the env and the trajectory under construction."""
-
-    def __init__(self, env: gym.Env, policy_id: str, seed: int, options: dict[str, Any] | None):
-        self.env = env
-        self.traj = Trajectory(env_id=_env_id(env), policy_id=policy_id, seed=int(seed), options=options)
-        self.messages: list[dict[str, Any]] = []
-        self.tools: list[dict[str, Any]] = []
-        self.started = time.perf_counter()
-
-    def start(self) -> None:
-        t0 = time.perf_counter()
-        obs, info = self.env.reset(seed=self.traj.seed, options=self.traj.options)
-        self.traj.timings = {"reset_s": time.perf_counter() - t0, "policy_s": 0.0, "env_s": 0.0}
-        self.traj.observations.append(obs)
-        self.messages = list(info.get("messages", []))
-        self.tools = list(info.get("tools", []))
-        self.traj.tools = self.tools
-        self.traj.reset_info = {k: v for k, v in info.items() if k not in ("messages", "tools")}
-
-    @property
-    def done(self) -> bool:
-        return self.traj.done
-
-    def apply(self, action: str) -> None:
-        t0 = time.perf_counter()
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.traj.timings["env_s"] += time.perf_counter() - t0
-        t = self.traj
-        if "action_error" in info:
-            t.action_errors.append(len(t.actions))
-        t.actions.append(action)
-        t.observations.append(obs)
-        t.rewards.append(float(reward))
-        self.messages = list(info.get("messages", self.messages))
-        self.tools = list(info.get("tools", self.tools))
-        if terminated or truncated:
-            t.terminated, t.truncated = bool(terminated), bool(truncated)
-            t.reward_info = dict(info.get("reward_info") or {})
-            t.termination_reason = info.get("termination_reason")
-
-    def cut(self, reason: str) -> None:
-        """End the episode between steps for a reason of the caller's (e.g. the policy's context is
-        full): scored the way the env scores a truncated episode (``truncate()``; 0.0 for an env
-        without one), with ``reason`` as its termination reason and ``reward_info["cut"]``."""
-        t = self.traj
-        t0 = time.perf_counter()
-        truncate = getattr(self.env.unwrapped, "truncate", None)
-        reward, info = truncate() if callable(truncate) else (0.0, {})
-        self.traj.timings["env_s"] += time.perf_counter() - t0
-        t.rewards.append(float(reward))
-        t.truncated = True
-        t.termination_reason = reason
-        t.reward_info = {**dict(info or {}), "cut": reason}
-
-    def finish(self) -> Trajectory:
-        t = self.traj
-        t.messages = self.messages
-        transcript = getattr(self.env.unwrapped, "transcript", None)
-        t.transcript = list(transcript()) if callable(transcript) else list(self.messages)
-        t.reward = math.fsum(t.rewards)
-        t.timings["total_s"] = time.perf_counter() - self.started
-        return Trajectory.from_dict(t.to_dict())  # a detached, JSON-clean copy
-
 
 def rollout(env: gym.Env, policy: Policy, seed: int, options: dict[str, Any] | None = None) -> Trajectory:
     """Play one episode of ``env`` with ``policy`` from ``reset(seed=seed, options=options)``.
@@ -271,57 +87,43 @@ def rollout_queue(
     *,
     on_episode: Callable[[Trajectory], None] | None = None,
 ) -> list[Trajectory]:
-    """Play one episode per seed, ``len(envs)`` at a time in lock step, and return them in seed order.
+    """Play one episode per seed, ``len(envs)`` at a time, and return them in seed order.
 
-    The envs are slots: when an episode ends, its env starts the next seed at once, so every
-    policy call holds as many episodes as there are slots until the queue runs dry (a batch
-    no longer waits for its longest episode).  ``on_episode`` is called with each episode as
-    it ends.  A :class:`~trace_gym.policies.base.ContextExceeded` from the policy ends the
-    episodes it names as truncated (``context_length``) and the others play on; any other
-    :class:`PolicyError` raises :class:`RolloutError` (``completed``: every episode that had
-    finished, each already handed to ``on_episode``).
+    The envs are slots (:class:`~trace_gym.episode.EpisodeQueue`): when an episode ends, its env
+    starts the next seed at once.  The mode is :func:`~trace_gym.episode.rollout_mode`'s:
+
+    * **lock step** (one slot, or a policy without ``serve``): every turn, one ``act_batch`` call
+      answers every episode in play, and the call waits for its longest action;
+    * **continuous serving** (several slots and a policy with ``serve``): the policy answers each
+      action as soon as it is complete and its episode steps at once
+      (:func:`~trace_gym.serving.serve_episodes`).
+
+    The episodes, their order and their scoring are the same in both.  ``on_episode`` is called
+    with each episode as it ends.  A :class:`~trace_gym.policies.base.ContextExceeded` from the
+    policy ends the episodes it names as truncated (``context_length``) and the others play on;
+    any other :class:`PolicyError` raises :class:`RolloutError` (``completed``: every episode
+    that had finished, each already handed to ``on_episode``).
     """
-    per_episode = list(options) if isinstance(options, (list, tuple)) else [options] * len(seeds)
-    if len(per_episode) != len(seeds):
-        raise ValueError(f"rollout got {len(per_episode)} option sets for {len(seeds)} episodes")
-    if policy_seeds is not None and len(policy_seeds) != len(seeds):
-        raise ValueError(f"rollout got {len(policy_seeds)} policy seeds for {len(seeds)} episodes")
-    if not envs and seeds:
-        raise ValueError("rollout needs at least one env")
-    if len({id(e) for e in envs}) != len(envs):
-        raise ValueError("rollout needs distinct env instances")
-    if min(len(envs), len(seeds)) > 1 and not getattr(policy, "batchable", True):
-        raise ValueError(f"policy {policy.policy_id!r} plays one episode at a time; use a batch size of 1")
-    acting = [int(s) for s in (policy_seeds if policy_seeds is not None else seeds)]
-    results: list[Trajectory | None] = [None] * len(seeds)
-    finished: list[Trajectory] = []
-    queue = iter(range(len(seeds)))
-    active: list[tuple[int, _Episode]] = []
+    queue = EpisodeQueue(envs, policy, seeds, options, policy_seeds, on_episode=on_episode)
+    if queue.mode == SERVING:
+        serve_episodes(policy, queue)
+    else:
+        _lock_step(policy, queue)
+    return queue.results()
 
-    def done(j: int, ep: _Episode) -> None:
-        t = results[j] = ep.finish()
-        finished.append(t)
-        if on_episode is not None:
-            on_episode(t)
+
+def _lock_step(policy: Policy, queue: EpisodeQueue) -> None:
+    """Play ``queue`` with one ``act_batch`` call per turn of the episodes in play."""
+    active: list[tuple[int, Episode]] = []
 
     def fill(env: gym.Env) -> None:
-        for j in queue:
-            ep = _Episode(env, policy.policy_id, seeds[j], per_episode[j])
-            if len(envs) == 1:
-                reset_policy(policy, acting[j])
-            ep.start()
-            if not ep.done:
-                active.append((j, ep))
-                return
-            done(j, ep)  # ended at reset: the env is free again
+        started = queue.start(env)
+        if started is not None:
+            active.append(started)
 
-    if len(envs) > 1 and callable(getattr(policy, "serve", None)):
-        from .serving import serve_episodes
-
-        serve_episodes(policy, envs, fill, done, active, acting, finished)
-        return [t for t in results if t is not None]
-    for env in envs:
+    for env in queue.envs:
         fill(env)
+    acting = queue.acting
     while active:
         t0 = time.perf_counter()
         try:
@@ -333,32 +135,31 @@ def rollout_queue(
             rows = sorted(set(exc.rows))
             if not rows or rows[0] < 0 or rows[-1] >= len(active):
                 raise RolloutError(f"policy {policy.policy_id!r}: {exc} (bad row indices {exc.rows})",
-                                   active[0][1].finish(), finished) from exc
+                                   active[0][1].finish(), queue.finished) from exc
             cut = [active[i] for i in rows]
             active = [x for i, x in enumerate(active) if i not in exc.rows]
             for j, ep in cut:
                 ep.cut(CONTEXT_LENGTH)
-                done(j, ep)
+                queue.end(j, ep)
                 fill(ep.env)
             continue
         except PolicyError as exc:
             partial = active[0][1].finish()
             raise RolloutError(
                 f"policy {policy.policy_id!r} failed at step {partial.num_steps} of seed {partial.seed}: {exc}", partial,
-                finished,
+                queue.finished,
             ) from exc
         spent = (time.perf_counter() - t0) / len(active)
-        still: list[tuple[int, _Episode]] = []
-        ended: list[tuple[int, _Episode]] = []
+        still: list[tuple[int, Episode]] = []
+        ended: list[tuple[int, Episode]] = []
         for (j, ep), action in zip(active, actions, strict=True):
             ep.traj.timings["policy_s"] += spent
             ep.apply(action)
             (ended if ep.done else still).append((j, ep))
         active = still
         for j, ep in ended:
-            done(j, ep)
+            queue.end(j, ep)
             fill(ep.env)
-    return [t for t in results if t is not None]
 
 
 def _parse_seed(s: Any) -> int:
@@ -386,9 +187,10 @@ def collect(
     ``resume`` is true, seeds whose episode (same env id, policy id, seed and options)
     is already stored are skipped, and an episode another run stores meanwhile is not
     stored twice (it is still returned; ``on_skip`` is called for it instead of
-    ``on_episode``).  ``batch_size > 1`` plays that many seeds in lock
-    step (one env instance each, each starting the next seed as soon as its episode ends:
-    :func:`rollout_queue`) so that ``policy.act_batch`` can batch generation.
+    ``on_episode``).  ``batch_size > 1`` plays that many seeds at a time
+    (one env instance each, each starting the next seed as soon as its episode ends:
+    :func:`rollout_queue`, in lock step or continuous serving as :func:`rollout_mode` says) so
+    that the policy can batch generation.
     ``options``: the reset options of every episode, or a list with one set per seed
     (several tasks in one batch).  ``on_episode``/``on_skip`` are progress callbacks.
     """

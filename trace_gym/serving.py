@@ -1,50 +1,49 @@
 """Rollouts with a continuously serving policy (``policy.serve``, :class:`~trace_gym.policies.base.RequestQueue`).
 
 :func:`~trace_gym.rollout.rollout_queue` hands a policy that can serve its episodes' requests
-as a queue: each episode steps as soon as its action is complete and queues its next request,
-and an env whose episode ends starts the next seed at once, so no episode waits for the longest
-action of a batch.  The episodes, their order and their scoring are the lock-step loop's.
+(:data:`~trace_gym.episode.SERVING`) the :class:`~trace_gym.episode.EpisodeQueue` as a request
+queue: each episode steps as soon as its action is complete and queues its next request, and an
+env whose episode ends starts the next seed at once, so no episode waits for the longest action
+of a batch.  The episodes, their order and their scoring are the lock-step loop's.
 """
 
 from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
 
+from .episode import CONTEXT_LENGTH, Episode, EpisodeQueue, RolloutError
 from .policies.base import ContextExceeded, PolicyError
-from .rollout import CONTEXT_LENGTH, RolloutError, Trajectory, _Episode
+from .trajectory import Trajectory
 
 __all__ = ["serve_episodes"]
 
 
-def serve_episodes(policy: Any, envs: Sequence[gym.Env], fill: Callable[[gym.Env], None],
-                   done: Callable[[int, _Episode], None], active: list[tuple[int, _Episode]], acting: list[int],
-                   finished: list[Trajectory]) -> None:
-    """Play the queue of :func:`~trace_gym.rollout.rollout_queue` through ``policy.serve``.
+def serve_episodes(policy: Any, episodes: EpisodeQueue) -> None:
+    """Play ``episodes`` through ``policy.serve``.
 
-    ``fill(env)`` starts the env's next episode into ``active``; ``done(j, episode)`` records one
-    that ended.  An episode's ``policy_s`` is the time its requests were being served (overlapping
+    An episode's ``policy_s`` is the time its requests were being served (overlapping
     other episodes').  A :class:`~trace_gym.policies.base.PolicyError` raises :class:`RolloutError`
     (``completed``: the episodes that had ended); a request the policy hands back as too long for
     its context ends that episode as truncated (``context_length``) and the others play on.
     """
-    waiting: collections.deque[tuple[int, _Episode]] = collections.deque()
-    serving: dict[int, tuple[_Episode, float]] = {}
+    waiting: collections.deque[tuple[int, Episode]] = collections.deque()
+    serving: dict[int, tuple[Episode, float]] = {}
+    acting, finished = episodes.acting, episodes.finished
 
     def start(env: gym.Env) -> None:
-        fill(env)
-        waiting.extend(active)
-        active.clear()
+        started = episodes.start(env)
+        if started is not None:
+            waiting.append(started)
 
-    def next_of(j: int, ep: _Episode) -> None:
+    def next_of(j: int, ep: Episode) -> None:
         if not ep.done:
             waiting.append((j, ep))
             return
-        done(j, ep)
+        episodes.end(j, ep)
         start(ep.env)
 
     class Queue:
@@ -69,7 +68,7 @@ def serve_episodes(policy: Any, envs: Sequence[gym.Env], fill: Callable[[gym.Env
             ep.cut(CONTEXT_LENGTH)
             next_of(j, ep)
 
-    for env in envs:
+    for env in episodes.envs:
         start(env)
     try:
         policy.serve(Queue())
@@ -80,7 +79,7 @@ def serve_episodes(policy: Any, envs: Sequence[gym.Env], fill: Callable[[gym.Env
                                                             "requests unanswered")
 
 
-def _stopped(policy: Any, serving: dict[int, tuple[_Episode, float]], waiting: collections.deque[tuple[int, _Episode]],
+def _stopped(policy: Any, serving: dict[int, tuple[Episode, float]], waiting: collections.deque[tuple[int, Episode]],
              finished: list[Trajectory], why: str) -> RolloutError:
     ep = next(iter(serving.values()))[0] if serving else waiting[0][1] if waiting else None
     if ep is None:  # nothing was being served: the last episode that ended stands for the run

@@ -242,3 +242,24 @@ def test_cover_sends_a_conversation_to_an_adapter_only_with_its_examples_tools()
     # the rule travels with the index's settings like the others
     index.settings = {"rule": "cover"}
     assert RetrievalRouter(index, emb, min_similarity=0.5).route(conv(ask), withheld) == NO_ADAPTER
+
+
+def test_a_setting_the_rule_does_not_read_is_an_error():
+    """Each rule declares the settings it reads: ``cover`` reads ``min_similarity`` only, ``vote`` has no fallback;
+    settings left out take their defaults, and the index's stored fallback does not count as given."""
+    from trace_gym.route.retrieval import DEFAULTS, RULE_TYPES, RULES
+
+    emb = Embedder()
+    index = RouterIndex(emb.model_name)
+    index.add(["hello"], ["cap-a"], ["s0"], emb.encode(["hello"]), [None])
+    assert RULES == ("vote", "gate", "cover") and set(RULE_TYPES) == set(RULES)
+    for given in ({"k": 3}, {"balance": False}, {"tool_weight": 0.0}, {"fallback": "cap-a"}):
+        with pytest.raises(ValueError, match="'cover' routing rule does not use"):
+            RetrievalRouter(index, emb, rule="cover", **given)
+    with pytest.raises(ValueError, match=r"'vote' routing rule does not use \['fallback'\]"):
+        RetrievalRouter(index, emb, fallback="cap-a")
+    router = RetrievalRouter(index, emb, rule="cover")
+    assert (router.k, router.min_similarity, router.tool_weight, router.balance) == tuple(DEFAULTS.values())
+    index.settings = {"rule": "gate", "fallback": "cap-a"}
+    assert RetrievalRouter(index, emb, rule="vote").fallback == "cap-a"
+    assert RetrievalRouter(index, emb, fallback="cap-a", k=2).rule == "gate"

@@ -192,5 +192,9 @@ class DictDomain:
     def system_prompt(self) -> str:
         return self._prompt
 
+    def user_tool_names(self) -> frozenset[str]:
+        """None: a dict-state world has no user-side device."""
+        return frozenset()
+
     def capabilities(self) -> list[Any]:
         return list(self._capabilities)

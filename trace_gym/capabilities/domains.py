@@ -7,7 +7,8 @@ slots may draw from and which may be cloned, and lets it check what only it can 
 environment asks it for the exposed tools, a seeded synthetic database, a backend that runs
 calls on that database, and the system prompt.  Generic code never names a domain.
 
-Domains: ``retail`` and ``airline`` (τ²-bench, :class:`Tau2Domain`) and ``toolsandbox``
+Domains: ``retail`` and ``airline`` (τ²-bench, :class:`Tau2Domain`), ``telecom`` (τ²-bench with
+dual control, :class:`TelecomDomain`) and ``toolsandbox``
 (:class:`trace_gym.capabilities.ts_domain.ToolSandboxDomain`); plug-ins on top
 (:func:`domain_names` lists every name).  A plug-in over a plain dict state can be built with
 :class:`trace_gym.capabilities.dict_domain.DictDomain`.
@@ -18,72 +19,12 @@ from __future__ import annotations
 import importlib
 import random
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
-__all__ = ["CapabilityDomain", "DomainBackend", "DomainToolSet", "Tau2Domain", "DOMAIN_FACTORIES", "get_domain",
-           "domain_names", "reset_domains"]
+from .domain_protocol import CapabilityDomain, DomainBackend, DomainToolSet
 
-
-class DomainBackend(Protocol):
-    """Where one episode's tool calls run, on the episode's database.
-
-    Error contract: :meth:`call` never raises for any name or arguments; a failed call is a
-    ``ToolResult(error=True)`` and leaves the database unchanged.
-    """
-
-    def call(self, name: str, args: dict[str, Any]) -> Any: ...  # a ToolResult
-    def initial_db(self) -> dict[str, Any]: ...  # the state the rewards compare against (do not mutate)
-    def current_db(self) -> dict[str, Any]: ...  # a fresh copy of the state now
-    def state_view(self) -> dict[str, Any]: ...  # the state now, no copy: may share parts with initial_db (read only)
-    def fingerprint(self) -> str: ...  # equal iff the state is the same
-    def fork(self) -> DomainBackend: ...  # a fresh backend on the same starting database
-
-
-class DomainToolSet(Protocol):
-    """The exposed tools: ``toolset`` (agent-facing schemas), ``kinds`` (name → read/write/generic),
-    ``backend`` (set by the environment each episode) and ``validate`` (``None`` or the problem)."""
-
-    toolset: Any
-    kinds: dict[str, str]
-    backend: Any
-
-    def validate(self, name: str, args: dict[str, Any]) -> str | None: ...
-
-
-class CapabilityDomain(Protocol):
-    """What the spec loader and :class:`~trace_gym.capabilities.env.CapabilityEnv` ask a domain.
-
-    A domain supplies its tools over its own state (:meth:`tools`, run by :meth:`backend`),
-    which of them write (:meth:`write_tools`), a seeded synthetic-world generator
-    (:meth:`generate`: everything drawn from the ``rng`` it is given, so one seed is one
-    world) and the system prompt.  Built-ins and plug-ins implement this same protocol.
-
-    Optional: ``capabilities()`` — the capabilities the domain's own specs train, as
-    :class:`~trace_gym.analysis.labels.Capability` items (or mappings) whose ``starter_env``
-    is the id of such a spec; ``trace-gym synthesize --domain NAME`` uses those specs as
-    templates (see :func:`trace_gym.capabilities.plugins.domain_capabilities`).
-
-    Error contract: :meth:`check_spec` raises :class:`~trace_gym.capabilities.specfile.SpecError`
-    (naming the field) for a spec the domain cannot serve and nothing else; :meth:`tools`
-    raises ``ValueError`` for unknown tool names; :meth:`tools`, :meth:`backend` and
-    :meth:`system_prompt` raise :class:`~trace_gym.data.DataDirError` when the domain's
-    data folder is missing; :meth:`generate` is deterministic in its ``rng`` and returns a
-    dict holding every table :meth:`tables` names; the backend's ``call`` never raises
-    (:class:`DomainBackend`).  A plug-in that breaks this is refused when first built, with
-    one line naming it and the problem (:func:`trace_gym.capabilities.plugins.check_domain`).
-    """
-
-    name: str
-
-    def tool_names(self) -> frozenset[str]: ...  # every tool a spec may expose
-    def write_tools(self) -> frozenset[str]: ...  # the tools that change the world
-    def tables(self) -> tuple[str, ...]: ...  # database tables slots may draw from
-    def clonable(self) -> tuple[str, ...]: ...  # tables distractors may copy records of
-    def check_spec(self, doc: dict[str, Any], source: str) -> None: ...
-    def tools(self, names: list[str]) -> DomainToolSet: ...
-    def generate(self, rng: random.Random, **sizes: int) -> dict[str, Any]: ...
-    def backend(self, db: dict[str, Any]) -> DomainBackend: ...  # db: what generate() drew (the backend may share it)
-    def system_prompt(self) -> str: ...
+__all__ = ["CapabilityDomain", "DomainBackend", "DomainToolSet", "Tau2Domain", "TelecomDomain", "DOMAIN_FACTORIES",
+           "get_domain", "domain_names", "reset_domains"]
 
 
 class Tau2Domain:
@@ -93,23 +34,21 @@ class Tau2Domain:
         self.name = name
 
     def tool_names(self) -> frozenset[str]:
-        from .spec import DOMAIN_GENERIC_TOOLS, GENERIC_TOOLS, READ_TOOLS, WRITE_TOOLS
+        from .tau2_tools import DOMAIN_GENERIC_TOOLS, GENERIC_TOOLS, READ_TOOLS, WRITE_TOOLS
 
         return frozenset(READ_TOOLS[self.name] | WRITE_TOOLS[self.name] | DOMAIN_GENERIC_TOOLS.get(self.name, GENERIC_TOOLS))
 
     def user_tool_names(self) -> frozenset[str]:
-        """The tools the user runs on their own device (dual control; none outside telecom)."""
-        from .spec import USER_READ_TOOLS, USER_WRITE_TOOLS
-
-        return frozenset(USER_READ_TOOLS.get(self.name, set()) | USER_WRITE_TOOLS.get(self.name, set()))
+        """None: the user of a single-control domain has no tools of their own."""
+        return frozenset()
 
     def write_tools(self) -> frozenset[str]:
-        from .spec import WRITE_TOOLS
+        from .tau2_tools import WRITE_TOOLS
 
         return frozenset(WRITE_TOOLS[self.name])
 
     def tables(self) -> tuple[str, ...]:
-        from .spec import TABLES
+        from .tau2_tools import TABLES
 
         return TABLES[self.name]
 
@@ -119,10 +58,7 @@ class Tau2Domain:
         return CLONABLE[self.name]
 
     def check_spec(self, doc: dict[str, Any], source: str) -> None:
-        if self.name == "telecom":  # world sizes, and cases that serve every issue the world can hold
-            from .dual_control import check_telecom_spec
-
-            check_telecom_spec(doc, source)
+        """Nothing beyond the spec loader's own checks."""
 
     def tools(self, names: list[str]) -> DomainToolSet:
         from .domain import DomainTools
@@ -141,16 +77,40 @@ class Tau2Domain:
         from .backend import EngineBackend
 
         data = load_domain(self.name)
-        if self.name == "telecom":  # dual control: the world holds the user's device too
-            from .dual_control import DualControlBackend
-
-            return DualControlBackend(data, db)
         return EngineBackend(data, data.base_from(db))
 
     def system_prompt(self) -> str:
         from .domain import domain_policy
 
         return domain_policy(self.name)
+
+
+class TelecomDomain(Tau2Domain):
+    """τ²-bench's telecom domain, with dual control: the user operates their own phone with tools of
+    their own (:mod:`~trace_gym.capabilities.dual_control`), the world holds that device too, and a
+    spec's world sizes and cases are checked against what the telecom generator can draw."""
+
+    def __init__(self) -> None:
+        super().__init__("telecom")
+
+    def user_tool_names(self) -> frozenset[str]:
+        """The tools the user runs on their own device (the benchmark's user_tools.json)."""
+        from .tau2_tools import USER_READ_TOOLS, USER_WRITE_TOOLS
+
+        return frozenset(USER_READ_TOOLS[self.name] | USER_WRITE_TOOLS[self.name])
+
+    def check_spec(self, doc: dict[str, Any], source: str) -> None:
+        """World sizes within the generator's range, and cases that serve every issue the world can hold."""
+        from .dual_control import check_telecom_spec
+
+        check_telecom_spec(doc, source)
+
+    def backend(self, db: dict[str, Any]) -> DomainBackend:
+        """The engine on the agent's tables and the user's device (:class:`~trace_gym.capabilities.dual_control.DualControlBackend`)."""
+        from ..tau2.domain_spec import load_domain
+        from .dual_control import DualControlBackend
+
+        return DualControlBackend(load_domain(self.name), db)
 
 
 def _toolsandbox() -> CapabilityDomain:
@@ -161,7 +121,7 @@ DOMAIN_FACTORIES: dict[str, Callable[[], CapabilityDomain]] = {
     "retail": lambda: Tau2Domain("retail"),
     "airline": lambda: Tau2Domain("airline"),
     "toolsandbox": _toolsandbox,
-    "telecom": lambda: Tau2Domain("telecom"),
+    "telecom": TelecomDomain,
 }
 
 

@@ -20,7 +20,6 @@ runs both sides on the project's τ²-bench engine (:class:`~trace_gym.tau2.engi
 from __future__ import annotations
 
 import random
-import re
 from typing import Any
 
 from ..core.tools import ToolResult
@@ -120,8 +119,8 @@ def check_telecom_spec(doc: dict[str, Any], source: str) -> None:
     drawn but that no case binds on (``db.issue_<name>``), or a case that binds on no world the
     spec can draw (its first failing slot).
     """
-    from .scenario import bind_scenario
-    from .spec import CapabilitySpec, resolve_number
+    from .scenario import UnsolvableScenarioError, bind_scenario
+    from .spec_doc import CapabilitySpec, resolve_number
 
     knobs_decl = doc.get("difficulty", {})
     db = doc.get("db") or {}
@@ -138,7 +137,7 @@ def check_telecom_spec(doc: dict[str, Any], source: str) -> None:
     knobs = spec.knobs()
     sizes = {k: int(resolve_number(v, knobs)) for k, v in db.items() if not k.startswith("issue_")}
     bound: set[int] = set()
-    problems: dict[int, str] = {}
+    problems: dict[int, UnsolvableScenarioError] = {}
     for issue in possible:
         served = False
         for seed in range(BIND_CHECK_SEEDS):
@@ -146,8 +145,8 @@ def check_telecom_spec(doc: dict[str, Any], source: str) -> None:
             for i, case in enumerate(doc["cases"]):
                 try:
                     bind_scenario(spec, case, world, knobs, random.Random(seed), seed)
-                except Exception as exc:  # noqa: BLE001 - any failure to bind is reported as the spec's
-                    problems.setdefault(i, str(exc))
+                except UnsolvableScenarioError as exc:
+                    problems.setdefault(i, exc)
                     continue
                 bound.add(i)
                 served = True
@@ -157,7 +156,7 @@ def check_telecom_spec(doc: dict[str, Any], source: str) -> None:
                                                          f"or keep its weight at 0")
     for i in range(len(doc["cases"])):
         if i not in bound:
-            m = re.search(r"slot '(\w+)'", problems.get(i, ""))
-            where = f"cases[{i}].slots.{m.group(1)}" if m else f"cases[{i}]"
+            problem = problems.get(i)
+            where = f"cases[{i}].slots.{problem.slot}" if problem is not None and problem.slot else f"cases[{i}]"
             raise SpecError(source, where, f"a case that binds on some world the spec can draw (issues {possible}): "
-                                           f"{problems.get(i, 'no world binds it')}")
+                                           f"{problem if problem is not None else 'no world binds it'}")

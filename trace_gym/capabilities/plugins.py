@@ -40,14 +40,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from .domain_protocol import CapabilityDomain, protocol_methods
+
 __all__ = ["ENV_VAR", "ENTRY_POINT_GROUP", "DomainPluginError", "DomainSource", "plugin_sources", "source_for",
            "build_plugin", "check_domain", "domain_capabilities", "unknown_domain_note", "PROTOCOL_METHODS", "NAME_PATTERN"]
 
 ENV_VAR = "TRACE_GYM_DOMAINS"
 ENTRY_POINT_GROUP = "trace_gym.domains"
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")  # the spec schema's pattern for a plug-in domain name
-PROTOCOL_METHODS = ("tool_names", "write_tools", "tables", "clonable", "check_spec", "tools", "generate", "backend",
-                    "system_prompt")
+PROTOCOL_METHODS = protocol_methods(CapabilityDomain)  # what check_domain requires a plug-in to have
 _KINDS = frozenset({"read", "write", "generic", "think"})
 
 
@@ -199,6 +200,10 @@ def check_domain(domain: Any, src: DomainSource) -> None:
         raise _fail(src, "tool_names() is empty: a domain exposes at least one tool")
     if not writes <= names:
         raise _fail(src, f"write_tools() names tools that tool_names() lacks: {sorted(writes - names)}")
+    users = ask("user_tool_names")
+    if not isinstance(users, (set, frozenset)) or not all(isinstance(n, str) for n in users):
+        raise _fail(src, f"user_tool_names() must return a set of tool names (empty: no user-side tools), "
+                         f"got {type(users).__name__}")
     if ask("clonable"):
         raise _fail(src, "clonable() must be empty: distractor copies (a case's 'distractors') are offered to the "
                          "τ²-bench domains only")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .matchers import where_filter, where_getters, where_matches
-from .spec import CapabilitySpec, resolve_number
+from .spec_doc import CapabilitySpec, resolve_number
 from .synthdb.clone import clone_record
 from .templating import TemplateError, compile_template, lookup, path_getter
 
@@ -45,7 +45,15 @@ NOW = {"date": "2024-05-15", "datetime": "2024-05-15T15:00:00", "day_ago": "2024
 
 
 class UnsolvableScenarioError(RuntimeError):
-    """The spec generated a task without a reference solution for this seed."""
+    """The spec generated a task without a reference solution for this seed.
+
+    ``slot``: the slot that has no candidate (``None`` when the case fails as a whole, e.g. a
+    placeholder that does not resolve), so that a load-time check can point at it.
+    """
+
+    def __init__(self, message: str, *, slot: str | None = None):
+        super().__init__(message)
+        self.slot = slot
 
 
 @dataclass
@@ -177,7 +185,8 @@ def _found(s: _Slot, db: dict[str, Any], ctx: dict[str, Any], where_txt: str) ->
     if not found:
         raise UnsolvableScenarioError(
             f"{where_txt}: slot {s.name!r} has no candidate in {s.frm!r} matching {where}"
-            + (f" and distinct from {s.distinct}" if others else "") + "; the task would have no reference solution"
+            + (f" and distinct from {s.distinct}" if others else "") + "; the task would have no reference solution",
+            slot=s.name,
         )
     return found
 
@@ -234,6 +243,9 @@ def _bind_case(spec: CapabilitySpec, case: dict[str, Any], db: dict[str, Any], k
 def bind_scenario(spec: CapabilitySpec, case: dict[str, Any], db: dict[str, Any], knobs: dict[str, float],
                   rng: random.Random, seed: int | None, *, other_cases: bool = False) -> Scenario:
     """Bind the case's slots against ``db`` and render everything that depends on them.
+
+    Raises :class:`UnsolvableScenarioError` (its ``slot`` set where one slot has no candidate)
+    when the case cannot be bound on ``db``.
 
     With ``other_cases`` (the case was drawn, not asked for), a case whose slots cannot be
     bound on this database gives way to the spec's other cases of positive weight, in a

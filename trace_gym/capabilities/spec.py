@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -25,50 +24,15 @@ import jsonschema
 
 from .domains import get_domain
 from .matchers import matcher_problem
+from .spec_doc import CapabilitySpec, resolve_number
 from .specfile import SpecError, check_shape, parse_spec_text, read_spec_document, read_spec_text
+from .tau2_tools import READ_TOOLS, WRITE_TOOLS
 from .templating import FILTERS, placeholders
 
-__all__ = ["SpecError", "CapabilitySpec", "load_spec", "parse_spec", "check_schema", "check_spec_file", "SCHEMA_PATH", "schema", "READ_TOOLS", "WRITE_TOOLS"]
+__all__ = ["SpecError", "CapabilitySpec", "load_spec", "parse_spec", "check_schema", "check_spec_file", "SCHEMA_PATH", "schema",
+           "READ_TOOLS", "WRITE_TOOLS", "resolve_number"]
 
 SCHEMA_PATH = Path(__file__).with_name("schema") / "capability_env.schema.json"
-TABLES = {"retail": ("users", "orders", "products"), "airline": ("users", "reservations", "flights"),
-          # telecom: the agent's tables, plus the one-row ``phone`` material (whose phone, which issue)
-          "telecom": ("customers", "lines", "plans", "bills", "devices", "phone")}
-
-# Kinds of the domain tools (as recorded in the benchmark's tools.json).
-WRITE_TOOLS = {
-    "retail": {"cancel_pending_order", "exchange_delivered_order_items", "modify_pending_order_address", "modify_pending_order_items",
-               "modify_pending_order_payment", "modify_user_address", "return_delivered_order_items"},
-    "airline": {"book_reservation", "cancel_reservation", "send_certificate", "update_reservation_baggages",
-                "update_reservation_flights", "update_reservation_passengers"},
-    "telecom": {"suspend_line", "resume_line", "send_payment_request", "enable_roaming", "disable_roaming", "refuel_data"},
-}
-READ_TOOLS = {
-    "retail": {"find_user_id_by_email", "find_user_id_by_name_zip", "get_order_details", "get_product_details", "get_item_details",
-               "get_user_details", "list_all_product_types"},
-    "airline": {"get_reservation_details", "get_user_details", "list_all_airports", "search_direct_flight", "search_onestop_flight",
-                "get_flight_status"},
-    "telecom": {"get_customer_by_phone", "get_customer_by_id", "get_customer_by_name", "get_details_by_id",
-                "get_bills_for_customer", "get_data_usage"},
-}
-
-GENERIC_TOOLS = {"calculate", "transfer_to_human_agents"}
-DOMAIN_GENERIC_TOOLS = {"telecom": {"transfer_to_human_agents"}}  # where the domain has not all of GENERIC_TOOLS
-
-# Dual control: the tools the user runs on their own device (the benchmark's user_tools.json), by kind.
-USER_WRITE_TOOLS = {
-    "telecom": {"set_network_mode_preference", "toggle_airplane_mode", "reseat_sim_card", "toggle_data", "toggle_roaming",
-                "toggle_data_saver_mode", "set_apn_settings", "reset_apn_settings", "toggle_wifi", "toggle_wifi_calling",
-                "connect_vpn", "disconnect_vpn", "grant_app_permission", "reboot_device", "make_payment"},
-}
-USER_READ_TOOLS = {
-    "telecom": {"check_status_bar", "check_network_status", "check_network_mode_preference", "run_speed_test", "check_sim_status",
-                "check_data_restriction_status", "check_apn_settings", "check_wifi_status", "check_wifi_calling_status",
-                "check_vpn_status", "check_installed_apps", "check_app_status", "check_app_permissions", "can_send_mms",
-                "check_payment_request"},
-}
-
-
 def domain_tools(domain: str) -> set[str]:
     """Every agent tool of the domain (as listed in the benchmark's tools.json)."""
     return set(get_domain(domain).tool_names())
@@ -105,67 +69,6 @@ def _where(path: Any) -> str:
     for p in path:
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
     return out
-
-
-@dataclass
-class CapabilitySpec:
-    """A validated spec; ``data`` is the parsed document, ``source`` the file it came from."""
-
-    data: dict[str, Any]
-    source: str = "<spec>"
-    tool_names: list[str] = field(default_factory=list)
-
-    @property
-    def id(self) -> str:
-        return self.data["id"]
-
-    @property
-    def domain(self) -> str:
-        return self.data["domain"]
-
-    @property
-    def env_id(self) -> str:
-        return f"trace/{self.id}-v0"
-
-    @property
-    def floor(self) -> float:
-        return float(self.data.get("floor", 0.5))
-
-    @property
-    def cases(self) -> list[dict[str, Any]]:
-        return self.data["cases"]
-
-    def knobs(self, overrides: dict[str, float] | None = None) -> dict[str, float]:
-        """Knob values: the spec's defaults with ``overrides`` applied (range-checked)."""
-        decl = self.data.get("difficulty", {})
-        values: dict[str, float] = {}
-        for name, k in decl.items():
-            values[name] = int(k["default"]) if k.get("type") == "int" else k["default"]
-        for name, v in (overrides or {}).items():
-            if name not in decl:
-                raise ValueError(f"{self.env_id}: unknown difficulty knob {name!r}; expected one of {sorted(decl)}")
-            k = decl[name]
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not (k["min"] <= v <= k["max"]):
-                raise ValueError(f"{self.env_id}: knob {name!r} must be a number in [{k['min']}, {k['max']}], got {v!r}")
-            values[name] = int(round(v)) if k.get("type") == "int" else float(v)
-        return values
-
-    def with_knob_defaults(self, values: dict[str, float]) -> dict[str, Any]:
-        """A copy of the document with new knob defaults (what ``calibrate --tune`` writes)."""
-        doc = json.loads(json.dumps(self.data))
-        for name, v in values.items():
-            doc["difficulty"][name]["default"] = v
-        return doc
-
-
-def resolve_number(value: Any, knobs: dict[str, float]) -> float:
-    """A plain number, or a ``{knob: name}`` reference (``complement`` → 1 - v, ``scale`` → v * s)."""
-    if isinstance(value, dict):
-        v = float(knobs[value["knob"]])
-        if value.get("complement"):
-            v = 1.0 - v
-        return v * float(value.get("scale", 1.0))
-    return float(value)
 
 
 def load_spec(path: str | Path) -> CapabilitySpec:
@@ -348,8 +251,7 @@ def _check(doc: dict[str, Any], src: str) -> None:
 
 def _check_user_calls(doc: dict[str, Any], dom: Any, src: str) -> None:
     """Every scripted-user rule's ``do`` calls name tools the user has on the domain's device (dual control)."""
-    user_tools = getattr(dom, "user_tool_names", None)
-    known = sorted(user_tools()) if user_tools is not None else []
+    known = sorted(dom.user_tool_names())
     places = [("user", doc.get("user") or {})] + [(f"cases[{i}].user", c.get("user") or {}) for i, c in enumerate(doc["cases"])]
     for base, user in places:
         for i, rule in enumerate(user.get("rules", [])):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import re
 from functools import lru_cache
 from typing import Any
 
@@ -191,6 +190,10 @@ class ToolSandboxDomain:
     def system_prompt(self) -> str:
         return agent_system_prompt()
 
+    def user_tool_names(self) -> frozenset[str]:
+        """None: ToolSandbox's user has no tools of their own."""
+        return frozenset()
+
     # ------------------------------------------------------------------ load-time checks
     def check_spec(self, doc: dict[str, Any], source: str) -> None:
         knobs = doc.get("difficulty", {})
@@ -234,24 +237,23 @@ class ToolSandboxDomain:
 
     @staticmethod
     def _check_binding(doc: dict[str, Any], source: str) -> None:
-        from .scenario import bind_scenario
-        from .spec import CapabilitySpec, resolve_number
+        from .scenario import UnsolvableScenarioError, bind_scenario
+        from .spec_doc import CapabilitySpec, resolve_number
 
         spec = CapabilitySpec(doc, source, list(doc["tools"]))
         knobs = spec.knobs()
         sizes = {k: int(resolve_number(v, knobs)) for k, v in (doc.get("db") or {}).items()}
         for i, case in enumerate(doc["cases"]):
-            problem = None
+            problem: UnsolvableScenarioError | None = None
             for seed in range(BIND_CHECK_SEEDS):
                 rng = random.Random(seed)
                 try:
                     bind_scenario(spec, case, generate_toolsandbox_world(rng, **sizes), knobs, rng, seed)
                     problem = None
                     break
-                except Exception as exc:  # noqa: BLE001 - any failure to bind is reported as the spec's
-                    problem = str(exc)
+                except UnsolvableScenarioError as exc:
+                    problem = exc
             if problem is not None:
-                m = re.search(r"slot '(\w+)'", problem)
-                where = f"cases[{i}].slots.{m.group(1)}" if m else f"cases[{i}]"
+                where = f"cases[{i}].slots.{problem.slot}" if problem.slot else f"cases[{i}]"
                 raise SpecError(source, where, f"a slot that can be filled on the synthetic world "
                                                f"(none of seeds 0-{BIND_CHECK_SEEDS - 1} binds): {problem}")

@@ -65,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
     from trace_gym.cli.play import check_reset_options, parse_options
     from trace_gym.policies import PolicyError, policy_from_spec
     from trace_gym.progress import reporting, track
-    from trace_gym.rollout import RolloutError, TrajectoryStore, TrajectoryStoreError, collect
+    from trace_gym.rollout import RolloutError, TrajectoryStore, TrajectoryStoreError, collect, mode_note
 
     err = Console(stderr=True, soft_wrap=True)
     try:
@@ -112,7 +112,8 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     rewards: list[float] = []
     skipped: list[int] = []
-    with reporting(err), track(f"rollouts on {args.env_id}", total=len(seeds)) as bar:
+    slots = min(args.batch_size, len(seeds))
+    with reporting(err), track(f"rollouts on {args.env_id}{mode_note(policy, slots)}", total=len(seeds)) as bar:
 
         def on_episode(t: Any) -> None:
             rewards.append(t.reward)

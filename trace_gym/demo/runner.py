@@ -157,11 +157,12 @@ def capability_check(ctx: Context, store: StageStore) -> Evaluation | None:
     calibration = ctx.results.get("calibration")
     if not ctx.cfg.cap_eval_seeds or training is None or not training.adapters or calibration is None:
         return None
-    from ..pipeline.stages import _register, env_kwargs_for
+    from ..pipeline.stages import env_kwargs_for
+    from ..synthesis.register import register_spec_files_once
 
     a = training.adapters[0]
     row = next(e for e in calibration.envs if e["capability"] == a.capability)
-    _register([row["spec"]])  # a resumed run registers the synthesized env again
+    register_spec_files_once([row["spec"]])  # a resumed run registers the synthesized env again
     target = Target(a.env_id, env_kwargs_for(row, {"max_steps": ctx.cfg.cap_max_steps}))
     tasks = target.task_ids("test")[: ctx.cfg.cap_eval_seeds]
     policies = {"base": lambda: ctx.load("base"), f"adapter:{a.adapter}": lambda: ctx.load(f"adapter:{a.adapter}")}

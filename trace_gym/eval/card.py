@@ -72,7 +72,8 @@ def capability_envs(domain: str) -> list[str]:
 
 
 def _spec_info(env_id: str) -> tuple[str, str]:
-    """(spec id, the capability it trains) as the env's spec file says; the env id and its description otherwise."""
+    """(spec id, the capability it trains) as the env's spec file says; the env id and its description for an env
+    without one.  :class:`CardError` when the env's spec file no longer reads (changed or removed since registration)."""
     from ..registration import ENTRIES
 
     entry = next((e for e in ENTRIES if e.id == env_id), None)
@@ -82,9 +83,9 @@ def _spec_info(env_id: str) -> tuple[str, str]:
 
         try:
             doc = read_spec_document(spec)
-            return str(doc.get("id") or env_id), str(doc.get("capability") or doc.get("title") or "")
-        except SpecError:
-            pass
+        except SpecError as exc:  # the env was registered from this file: it must still read
+            raise CardError(f"{env_id}: its spec file cannot be read: {exc}") from None
+        return str(doc.get("id") or env_id), str(doc.get("capability") or doc.get("title") or "")
     return env_id, entry.description if entry is not None else ""
 
 

@@ -129,7 +129,7 @@ def evaluate(env_id: str, policy: Any, tasks: Sequence[str], trials: int, *, sto
     import time
 
     from ..progress import track
-    from ..rollout import TrajectoryStore, collect, episode_key
+    from ..rollout import TrajectoryStore, collect, episode_key, mode_note
 
     if trials < 1:
         raise ValueError(f"trials must be >= 1, got {trials}")
@@ -155,7 +155,8 @@ def evaluate(env_id: str, policy: Any, tasks: Sequence[str], trials: int, *, sto
     rewards: dict[str, list[float]] = {}
     ended: dict[str, list[bool]] = {}
     groups: dict[str, list[str]] = defaultdict(list)
-    bar = track(f"eval {policy.policy_id} on {env_id}", total=len(plan) * trials)
+    bar = track(f"eval {policy.policy_id} on {env_id}{mode_note(policy, min(batch_size, len(plan) * trials))}",
+                total=len(plan) * trials)
 
     def played(tr: Any) -> None:
         bar.tick(tr)

@@ -43,7 +43,7 @@ def resolve_policy(spec: str, *, model: str = "smollm2", adapters: str | Path = 
         pol.policy_id = f"base:{getattr(pol, 'policy_id', model)}"
         return pol
     if spec.startswith("adapter:") or spec == "routed":
-        from ..route.policy import AdapterPolicy, RoutedPolicy
+        from ..route.policy import AdapterPolicy, RoutedPolicy, WeightAdapterPolicy
         from ..route.registry import AdapterRegistry
 
         registry = AdapterRegistry(Path(adapters) / "manifest.json")
@@ -63,7 +63,7 @@ def resolve_policy(spec: str, *, model: str = "smollm2", adapters: str | Path = 
         elif router == "classifier":
             from ..route.classifier import ClassifierRouter
 
-            if pol.serving:
+            if not isinstance(pol, WeightAdapterPolicy):
                 raise ValueError(f"the classifier router scores with a transformers model; {model!r} serves its "
                                  "adapters itself: use --router retrieval")
             r = ClassifierRouter(base.model, base.tokenizer, retrieval=retrieval, base_weights=pol.base_weights)

@@ -21,6 +21,7 @@ from typing import Any
 from ..core.outcome import is_success, success_threshold
 from ..io import atomic_write_json
 from ..progress import track
+from ..synthesis.register import register_spec_files_once
 from .budget import BudgetedEnv, RolloutBudget
 from .store import StageOutput
 from .target import Target
@@ -204,25 +205,6 @@ class Synthesis(StageOutput):
         return ([self.report] if self.report else []) + [e["spec"] for e in self.envs]
 
 
-def _register(paths: list[str]) -> list[str]:
-    """Register each spec file's env id unless this process already has it from this very file (a spec
-    synthesized earlier into another folder, e.g. by an earlier run in the same process, is replaced);
-    returns the ids in order."""
-    import gymnasium as gym
-    import yaml
-
-    from ..synthesis.register import register_spec_files
-
-    ids = []
-    for p in paths:
-        env_id = f"trace/{yaml.safe_load(Path(p).read_text(encoding='utf-8'))['id']}-v0"
-        known = gym.registry.get(env_id)
-        if known is None or str((known.kwargs or {}).get("spec")) != str(Path(p).resolve()):
-            register_spec_files([Path(p)])
-        ids.append(env_id)
-    return ids
-
-
 def synthesize_envs(analysis: Analysis, domain: str, out: str | Path, *, seed: int, max_envs: int | None = None) -> Synthesis:
     """One capability env spec per chosen capability (at most ``max_envs`` made), registered in this process."""
     from ..analysis.pipeline import load_capabilities
@@ -238,7 +220,7 @@ def synthesize_envs(analysis: Analysis, domain: str, out: str | Path, *, seed: i
                            "reasons": [why]} for c in analysis.chosen])
     outcomes = synthesize(load_capabilities(analysis.capabilities_json), domain, out, seed=seed, only=analysis.chosen)
     made = [o for o in outcomes if o.path][:max_envs]
-    ids = _register([str(o.path) for o in made])
+    ids = register_spec_files_once([str(o.path) for o in made])
     report = next((p for p in (out / "_synthesis.json", out / "synthesis.json") if p.exists()), None)
     return Synthesis([dataclasses.asdict(o) for o in outcomes],
                      [{"capability": o.capability, "spec": str(o.path), "env_id": i} for o, i in zip(made, ids, strict=True)],
@@ -379,7 +361,7 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
                                       rewards, cases, threshold)
             tuned, tune_played, tune_note = None, 0, None
             if tuning is not None and not band[0] <= model.mean_reward <= band[1]:
-                _register([e["spec"]])  # the search makes the env by id (a resumed run has not registered it yet)
+                register_spec_files_once([e["spec"]])  # the search makes the env by id (a resumed run has not registered it yet)
                 later = sum(len(seed_list) * samples for f in synthesis.envs[i + 1 :] if f["spec"] not in cached)
                 tuned, tune_played, tune_note = _tune_env(e["env_id"], loaded[0], model, band, tune_rounds, kw, budget,
                                                tune, reserve=tune_reserve + later, cap=tune_episodes)

@@ -70,7 +70,7 @@ def policy_from_spec(spec: str, **options: Any) -> Policy:
         keep = {k: opts[k] for k in ("max_new_tokens", "greedy", "temperature", "top_k", "top_p", "seed", "batch_size") if k in opts}
         rest, _, weights = rest.partition("@")
         if weights:
-            from .lora_gguf import WEIGHT_TYPES
+            from .gguf_weights import WEIGHT_TYPES
 
             choices = ("auto", "file", *(t.lower() for t in WEIGHT_TYPES))
             if weights.lower() not in choices:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["ContextExceeded", "Policy", "PolicyError", "Request", "RequestQueue", "act_batch", "reset_policy"]
+__all__ = ["AdapterServer", "ContextExceeded", "Policy", "PolicyError", "Request", "RequestQueue", "act_batch",
+           "reset_policy"]
 
 Request = tuple[list[dict[str, Any]], list[dict[str, Any]]]
 """One policy query: ``(messages, tools)``."""
@@ -85,6 +86,31 @@ class Policy(Protocol):
     policy_id: str
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str: ...
+
+
+@runtime_checkable
+class AdapterServer(Protocol):
+    """A policy that holds LoRA adapters itself and serves requests continuously
+    (:class:`~trace_gym.policies.llamacpp.LlamaCppPolicy`): what
+    :class:`~trace_gym.route.policy.ServedAdapterPolicy` wraps.
+
+    ``load_adapter(name, folder)`` takes a PEFT LoRA folder; ``merge_adapter(name, folder)``
+    serves that one adapter merged into the weights instead; ``use_adapter(name)`` acts with
+    adapter ``name`` (``None``: the plain model) from then on; ``serve`` as :class:`Policy`
+    describes.  Errors: ``ValueError`` or ``OSError`` from ``load_adapter``/``merge_adapter``
+    for an adapter that does not fit the model; ``KeyError`` from ``use_adapter`` for a name
+    not loaded.
+    """
+
+    policy_id: str
+
+    def load_adapter(self, name: str, folder: Any) -> None: ...
+
+    def merge_adapter(self, name: str, folder: Any) -> None: ...
+
+    def use_adapter(self, name: str | None) -> None: ...
+
+    def serve(self, queue: RequestQueue) -> None: ...
 
 
 def act_batch(policy: Policy, requests: Sequence[Request], seeds: Sequence[int | None] | None = None) -> list[str]:

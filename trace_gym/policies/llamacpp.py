@@ -152,18 +152,6 @@ class LlamaCppEngine:
             raise ValueError(f"adapter {name!r} ({lora_gguf}) does not fit the model {self.model_path.name}")
         self._adapters[name] = handle
 
-    def unload_adapter(self, name: str) -> None:
-        """Free adapter ``name`` (the plain model takes over if it was in use); unknown names are ignored."""
-        handle = self._adapters.pop(name, None)
-        if handle is None:
-            return
-        if self.active == name:
-            self.use(None)
-        for slot in self.slots:  # its keys and values are of weights no longer loaded
-            if slot.adapter == name:
-                slot.tokens, slot.adapter = [], None
-        self._lib.llama_adapter_lora_free(handle)
-
     def use(self, name: str | None) -> None:
         """Apply adapter ``name`` (``None``: the plain model) to every later decode."""
         if name == self.active:
@@ -447,7 +435,7 @@ class LlamaCppPolicy(ChatPolicy):
         weight_type = "file" if str(weight_type).lower() == "file" else weight_type
         self.source_path, self.weight_type = model_path, weight_type
         if weight_type != "file":  # the model's quantized matrices as floats (or Q8_0), converted once
-            from .lora_gguf import cached_float_gguf
+            from .gguf_weights import cached_float_gguf
 
             model_path = cached_float_gguf(model_path, model_cache_dir() / "llamacpp", weight_type=weight_type)
         self.model_path = model_path
@@ -571,10 +559,10 @@ class LlamaCppPolicy(ChatPolicy):
     def merge_adapter(self, name: str, peft_dir: str | Path) -> None:
         """Serve adapter ``name`` merged into the weights: the model with the PEFT LoRA in ``peft_dir`` added into
         every weight it changes, stored as floats or Q8_0 (the policy's ``weight_type``; ``auto`` where that is
-        ``file``: 4-bit weights would round most of the update away; :func:`~trace_gym.policies.lora_gguf.float_gguf`,
+        ``file``: 4-bit weights would round most of the update away; :func:`~trace_gym.policies.gguf_weights.float_gguf`,
         written once under the model cache), so acting with it runs no LoRA arithmetic.  Switching to another
         adapter or to none reopens the plain model."""
-        from .lora_gguf import cached_float_gguf
+        from .gguf_weights import cached_float_gguf
 
         path = cached_float_gguf(self.source_path, model_cache_dir() / "llamacpp",
                                  weight_type="auto" if self.weight_type == "file" else self.weight_type, adapter_dir=peft_dir)

@@ -1,8 +1,9 @@
 """Inference with adapters: one base model in memory, a PEFT adapter chosen per conversation.
 
-* :class:`AdapterPolicy` wraps an :class:`~trace_gym.policies.hf.HFPolicy`; it holds every
-  registered adapter, merged into its own copy of the weights it changes, and
-  :meth:`AdapterPolicy.use` swaps one in (or none: the base model) before generation.
+* :class:`AdapterPolicy` picks one (or none: the base model) of the registered adapters before
+  generation: :class:`WeightAdapterPolicy` over an :class:`~trace_gym.policies.hf.HFPolicy`
+  holds every adapter merged into its own copy of the weights it changes and swaps them in;
+  :class:`ServedAdapterPolicy` hands them to a base that serves adapters itself (llama.cpp).
 * :class:`RoutedPolicy` asks a router once per conversation (at its first action)
   which adapter to use and keeps that choice until the next ``reset``; it records
   every decision in :attr:`RoutedPolicy.decisions`.
@@ -17,12 +18,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-from ..policies.base import ContextExceeded
+from ..policies.base import AdapterServer, ContextExceeded, RequestQueue
 from ..policies.lora_merge import mergeable, merged_weights
 from .base import NO_ADAPTER, Router, first_user_message, tool_names
 from .registry import AdapterRegistry
 
-__all__ = ["AdapterError", "AdapterPolicy", "RoutedPolicy", "ServerRoutedPolicy"]
+__all__ = ["AdapterError", "AdapterPolicy", "WeightAdapterPolicy", "ServedAdapterPolicy", "RoutedPolicy", "ServerRoutedPolicy"]
 
 
 class AdapterError(ValueError):
@@ -30,25 +31,26 @@ class AdapterError(ValueError):
 
 
 class AdapterPolicy:
-    """An HF policy with several LoRA adapters; ``use(name)`` picks one (or none: the base model).
+    """A policy with several LoRA adapters; ``use(name)`` picks one (or none: the base model).
 
-    With ``merge=True`` (the default) every adapter's LoRA update is added into a copy of
-    the weights it changes, once, at load; the PEFT wrapper is then removed and ``use``
-    swaps those weight sets in and out of the plain model, so acting with an adapter costs
-    what acting with the base model costs, and switching costs nothing (no reload, no copy).
-    Memory: one copy of the adapted weights per adapter.  The merged product
-    ``W + BA`` rounds differently from ``Wx + B(Ax)``, so a greedy action can differ by a
-    token from the unmerged one; ``merge=False`` keeps PEFT's unmerged arithmetic (and its
-    per-layer overhead).  Adapters PEFT cannot merge as a weight delta (DoRA) are served
-    unmerged.  An adapter made for another base model raises :class:`AdapterError`.
-
-    A base policy that serves adapters itself (``load_adapter(name, folder)`` and
-    ``use_adapter(name)``, e.g. :class:`~trace_gym.policies.llamacpp.LlamaCppPolicy`) is handed
-    each registered adapter and switched by ``use``; with ``merge`` and a ``fixed`` adapter, a
-    base that has ``merge_adapter(name, folder)`` serves that adapter merged into its weights.
+    ``AdapterPolicy(base, registry, names=None, fixed=None, merge=True)`` builds the kind ``base``
+    calls for: a :class:`ServedAdapterPolicy` when the base holds adapters itself (an
+    :class:`~trace_gym.policies.base.AdapterServer`, e.g.
+    :class:`~trace_gym.policies.llamacpp.LlamaCppPolicy`), else a :class:`WeightAdapterPolicy`
+    over the base's ``transformers`` model (an :class:`~trace_gym.policies.hf.HFPolicy`).
+    ``names``: the registered adapters to load (default: all); ``fixed``: the one adapter this
+    policy acts with.  An adapter made for another base model raises :class:`AdapterError`;
+    :meth:`use` of a name not loaded raises ``KeyError``.
     """
 
     accepts_seeds = True
+    serving = False  # whether the base serves the adapters itself (and requests continuously: ``serve``)
+    merged = False
+
+    def __new__(cls, base: Any, *args: Any, **kwargs: Any) -> AdapterPolicy:
+        if cls is AdapterPolicy:
+            cls = ServedAdapterPolicy if isinstance(base, AdapterServer) else WeightAdapterPolicy
+        return super().__new__(cls)
 
     def __init__(self, base: Any, registry: AdapterRegistry, names: list[str] | None = None, fixed: str | None = None,
                  *, merge: bool = True):
@@ -60,24 +62,52 @@ class AdapterPolicy:
             raise KeyError(f"adapter {fixed!r} not loaded; loaded: {names}")
         self.names, self.fixed, self.active = names, fixed, NO_ADAPTER
         self.policy_id = f"adapter:{fixed}" if fixed else "adapters"
-        self._weights: dict[str, dict[str, Any]] | None = None
-        self.serving = hasattr(base, "load_adapter") and hasattr(base, "use_adapter")
-        if self.serving:
-            # one adapter, served by a base that can merge it: merged weights, no LoRA arithmetic per layer
-            self.merged = bool(fixed and merge and hasattr(base, "merge_adapter"))
-            for n in ([fixed] if fixed else names):
-                try:
-                    (base.merge_adapter if self.merged else base.load_adapter)(n, registry[n].path)
-                except (ValueError, OSError) as exc:
-                    raise AdapterError(f"adapter {n!r} ({registry[n].path}) does not fit the base model "
-                                       f"{getattr(base, 'policy_id', '?')}: {_first_line(exc)}") from None
-            if fixed:
-                self.use(fixed)
-            return
+
+    def _check_name(self, name: str) -> None:
+        if name != NO_ADAPTER and name not in self.names:
+            raise KeyError(f"adapter {name!r} not loaded; loaded: {self.names}")
+
+    def _unfit(self, name: str, path: Any, exc: BaseException) -> AdapterError:
+        return AdapterError(f"adapter {name!r} ({path}) does not fit the base model "
+                            f"{getattr(self.base, 'policy_id', '?')}: {_first_line(exc)}")
+
+    def use(self, name: str) -> None:
+        raise NotImplementedError
+
+    def reset(self, seed: int | None = None) -> None:
+        self.base.reset(seed)
+
+    def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        return self.base.act(messages, tools)
+
+    def act_batch(self, requests, seeds=None) -> list[str]:
+        return self.base.act_batch(requests, seeds=seeds)
+
+
+class WeightAdapterPolicy(AdapterPolicy):
+    """Adapters on a ``transformers`` base policy's model (an :class:`~trace_gym.policies.hf.HFPolicy`).
+
+    With ``merge=True`` (the default) every adapter's LoRA update is added into a copy of
+    the weights it changes, once, at load; the PEFT wrapper is then removed and ``use``
+    swaps those weight sets in and out of the plain model, so acting with an adapter costs
+    what acting with the base model costs, and switching costs nothing (no reload, no copy).
+    Memory: one copy of the adapted weights per adapter.  The merged product
+    ``W + BA`` rounds differently from ``Wx + B(Ax)``, so a greedy action can differ by a
+    token from the unmerged one; ``merge=False`` keeps PEFT's unmerged arithmetic (and its
+    per-layer overhead).  Adapters PEFT cannot merge as a weight delta (DoRA) are served
+    unmerged.  :meth:`base_weights` puts the base model's weights in place for a while (a
+    router that scores with them).
+    """
+
+    def __init__(self, base: Any, registry: AdapterRegistry, names: list[str] | None = None, fixed: str | None = None,
+                 *, merge: bool = True):
+        super().__init__(base, registry, names, fixed, merge=merge)
         from peft import PeftModel
 
         from ..compat import renamed_checkpointing_warnings_hidden
 
+        names = self.names
+        self._weights: dict[str, dict[str, Any]] | None = None
         # A fixed adapter is the only one a merged policy needs.
         loading = [fixed] if (fixed and merge) else names
         model = base.model
@@ -90,8 +120,7 @@ class AdapterPolicy:
                     else:
                         model.load_adapter(str(path), adapter_name=n)
                 except (RuntimeError, ValueError, KeyError, OSError) as exc:  # the base policy is not to be reused
-                    raise AdapterError(f"adapter {n!r} ({path}) does not fit the base model "
-                                       f"{getattr(base, 'policy_id', '?')}: {_first_line(exc)}") from None
+                    raise self._unfit(n, path, exc) from None
         model.eval()
         if merge and mergeable(model, loading):
             self._weights = {NO_ADAPTER: merged_weights(model, None), **{n: merged_weights(model, n) for n in loading}}
@@ -104,14 +133,7 @@ class AdapterPolicy:
             self.use(fixed)
 
     def use(self, name: str) -> None:
-        if name != NO_ADAPTER and name not in self.names:
-            raise KeyError(f"adapter {name!r} not loaded; loaded: {self.names}")
-        if self.serving:
-            if self.fixed and name not in (self.fixed, NO_ADAPTER):
-                raise KeyError(f"adapter {name!r} was not loaded (this policy serves {self.fixed!r} only)")
-            self.base.use_adapter(None if name == NO_ADAPTER else name)
-            self.active = name
-            return
+        self._check_name(name)
         if self._weights is not None:
             if name not in self._weights:
                 raise KeyError(f"adapter {name!r} was not merged (this policy serves {self.fixed!r} only)")
@@ -130,9 +152,6 @@ class AdapterPolicy:
     @contextmanager
     def base_weights(self) -> Iterator[None]:
         """The base model's weights in place for the duration (e.g. for a router that scores with them)."""
-        if self.serving:
-            raise TypeError(f"{getattr(self.base, 'policy_id', 'this policy')} serves its adapters itself and has no "
-                            "transformers weights to score with: use the retrieval router")
         if self._weights is None:
             with self.base.model.disable_adapter():
                 yield
@@ -144,22 +163,9 @@ class AdapterPolicy:
             self._swap(self.active)
 
     def _ctx(self):
-        if not self.serving and self._weights is None and self.active == NO_ADAPTER:
+        if self._weights is None and self.active == NO_ADAPTER:
             return self.base.model.disable_adapter()
         return nullcontext()
-
-    def reset(self, seed: int | None = None) -> None:
-        self.base.reset(seed)
-
-    @property
-    def serve(self) -> Any:
-        """The base policy's continuous serving (:class:`~trace_gym.policies.base.RequestQueue`) where the base
-        serves its adapters itself: every request is answered with the adapter in use, as by :meth:`act_batch`.
-        Absent (``AttributeError``) otherwise."""
-        inner = getattr(self.base, "serve", None)
-        if not self.serving or inner is None:
-            raise AttributeError("serve")
-        return inner
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
         with self._ctx():
@@ -168,6 +174,43 @@ class AdapterPolicy:
     def act_batch(self, requests, seeds=None) -> list[str]:
         with self._ctx():
             return self.base.act_batch(requests, seeds=seeds)
+
+
+class ServedAdapterPolicy(AdapterPolicy):
+    """Adapters held by a base policy that serves them itself (an :class:`~trace_gym.policies.base.AdapterServer`).
+
+    The base is handed each registered adapter (``load_adapter``) and switched by :meth:`use`;
+    with ``merge`` and a ``fixed`` adapter it serves that adapter merged into its weights
+    (``merge_adapter``).  :meth:`serve` is the base's continuous serving: every request is
+    answered with the adapter in use, as by :meth:`act_batch`.  There are no ``transformers``
+    weights to score with (no ``base_weights``).
+    """
+
+    serving = True
+
+    def __init__(self, base: AdapterServer, registry: AdapterRegistry, names: list[str] | None = None,
+                 fixed: str | None = None, *, merge: bool = True):
+        super().__init__(base, registry, names, fixed, merge=merge)
+        # one adapter, served by a base that can merge it: merged weights, no LoRA arithmetic per layer
+        self.merged = bool(fixed and merge)
+        for n in ([fixed] if fixed else self.names):
+            try:
+                (base.merge_adapter if self.merged else base.load_adapter)(n, registry[n].path)
+            except (ValueError, OSError) as exc:
+                raise self._unfit(n, registry[n].path, exc) from None
+        if fixed:
+            self.use(fixed)
+
+    def use(self, name: str) -> None:
+        self._check_name(name)
+        if self.fixed and name not in (self.fixed, NO_ADAPTER):
+            raise KeyError(f"adapter {name!r} was not loaded (this policy serves {self.fixed!r} only)")
+        self.base.use_adapter(None if name == NO_ADAPTER else name)
+        self.active = name
+
+    def serve(self, queue: RequestQueue) -> None:
+        """The base's :meth:`~trace_gym.policies.base.AdapterServer.serve`, with the adapter in use."""
+        self.base.serve(queue)
 
 
 def _first_line(exc: BaseException) -> str:

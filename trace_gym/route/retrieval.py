@@ -1,9 +1,14 @@
-"""Retrieval routing: embed the first user message, vote among the nearest indexed examples."""
+"""Retrieval routing: embed the first user message, route by the nearest indexed examples.
+
+How the nearest examples decide is a :class:`RoutingRule` (:data:`RULE_TYPES`, by name in
+:data:`RULES`): each rule declares the router settings it reads, and a setting given to a
+:class:`RetrievalRouter` whose rule does not read it is a ``ValueError``.
+"""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -11,9 +16,63 @@ from .base import NO_ADAPTER, first_user_message, tool_names
 from .embed import Embedder
 from .index import RouterIndex
 
-__all__ = ["RetrievalRouter", "RULES"]
+__all__ = ["RetrievalRouter", "RULES", "RULE_TYPES", "RoutingRule", "VoteRule", "GateRule", "CoverRule", "DEFAULTS"]
 
-RULES = ("vote", "gate", "cover")
+DEFAULTS: dict[str, Any] = {"k": 5, "min_similarity": 0.3, "tool_weight": 2.0, "balance": True}
+"""The router settings' defaults (``fallback``'s: the index's setting, else the first adapter)."""
+
+
+class RoutingRule:
+    """How a :class:`RetrievalRouter` chooses: ``name``, the ``settings`` it reads, and :meth:`route`.
+
+    ``base_votes``: whether examples labelled :data:`NO_ADAPTER` take part in :meth:`RetrievalRouter.votes`.
+    """
+
+    name: ClassVar[str]
+    settings: ClassVar[frozenset[str]]
+    base_votes: ClassVar[bool] = True
+
+    def route(self, router: RetrievalRouter, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        raise NotImplementedError
+
+
+class VoteRule(RoutingRule):
+    """A similarity-weighted vote of the ``k`` nearest examples (see :class:`RetrievalRouter`)."""
+
+    name = "vote"
+    settings = frozenset({"k", "min_similarity", "tool_weight", "balance"})
+
+    def route(self, router: RetrievalRouter, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        votes = router.votes(messages, tools)
+        return max(sorted(votes), key=lambda lab: votes[lab]) if votes else NO_ADAPTER
+
+
+class GateRule(RoutingRule):
+    """The base model keeps what it is known to handle; the adapters' examples vote on the rest, else ``fallback``."""
+
+    name = "gate"
+    settings = frozenset({"k", "min_similarity", "tool_weight", "balance", "fallback"})
+    base_votes = False
+
+    def route(self, router: RetrievalRouter, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        if router.kept_by_base(messages, tools):
+            return NO_ADAPTER
+        votes = router.votes(messages, tools)
+        return max(sorted(votes), key=lambda lab: votes[lab]) if votes else router.fallback
+
+
+class CoverRule(RoutingRule):
+    """An adapter answers only what its nearest example covers (:meth:`RetrievalRouter.covering`)."""
+
+    name = "cover"
+    settings = frozenset({"min_similarity"})
+
+    def route(self, router: RetrievalRouter, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        return router.covering(messages, tools)
+
+
+RULE_TYPES: dict[str, RoutingRule] = {r.name: r for r in (VoteRule(), GateRule(), CoverRule())}
+RULES = tuple(RULE_TYPES)
 
 
 class RetrievalRouter:
@@ -49,17 +108,31 @@ class RetrievalRouter:
     still try to carry out with what it has, where the answer is often to say it cannot
     (ToolSandbox's insufficient-information scenarios withhold exactly such a tool).
 
-    Settings not given are taken from the index's ``settings`` (see :class:`RouterIndex`), so
-    every router loaded from one index routes alike.
+    ``rule`` and ``fallback`` not given are taken from the index's ``settings`` (see
+    :class:`RouterIndex`), so every router loaded from one index routes alike; the other settings
+    default to :data:`DEFAULTS`.  A setting given explicitly that the rule does not read
+    (:attr:`RoutingRule.settings`: ``cover`` reads ``min_similarity`` only) is a ``ValueError``.
     """
 
     name = "retrieval"
 
-    def __init__(self, index: RouterIndex, embedder: Embedder | None = None, k: int = 5, min_similarity: float = 0.3,
-                 tool_weight: float = 2.0, balance: bool = True, rule: str | None = None, fallback: str | None = None):
+    def __init__(self, index: RouterIndex, embedder: Embedder | None = None, k: int | None = None,
+                 min_similarity: float | None = None, tool_weight: float | None = None, balance: bool | None = None,
+                 rule: str | None = None, fallback: str | None = None):
         rule = rule if rule is not None else index.settings.get("rule", "vote")
-        if rule not in RULES:
+        if rule not in RULE_TYPES:
             raise ValueError(f"unknown routing rule {rule!r}; choose from {list(RULES)}")
+        self.routing_rule = RULE_TYPES[rule]
+        given = {"k": k, "min_similarity": min_similarity, "tool_weight": tool_weight, "balance": balance,
+                 "fallback": fallback}
+        unused = sorted(n for n, v in given.items() if v is not None and n not in self.routing_rule.settings)
+        if unused:
+            raise ValueError(f"the {rule!r} routing rule does not use {unused}; it reads "
+                             f"{sorted(self.routing_rule.settings)}")
+        k = DEFAULTS["k"] if k is None else k
+        min_similarity = DEFAULTS["min_similarity"] if min_similarity is None else min_similarity
+        tool_weight = DEFAULTS["tool_weight"] if tool_weight is None else tool_weight
+        balance = DEFAULTS["balance"] if balance is None else balance
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
         if tool_weight < 0:
@@ -72,7 +145,7 @@ class RetrievalRouter:
         self.labels = sorted({lab for lab in index.labels if lab != NO_ADAPTER})
         fallback = fallback if fallback is not None else index.settings.get("fallback")
         self.fallback = fallback or (self.labels[0] if self.labels else NO_ADAPTER)
-        if self.rule == "gate" and self.fallback != NO_ADAPTER and self.fallback not in self.labels:
+        if "fallback" in self.routing_rule.settings and self.fallback != NO_ADAPTER and self.fallback not in self.labels:
             self.labels = sorted([*self.labels, self.fallback])  # it may have no example left (leave-one-out)
         counts = Counter(index.labels)
         self._prior = {lab: n / len(index.labels) for lab, n in counts.items()} if index.labels else {}
@@ -91,13 +164,13 @@ class RetrievalRouter:
 
     def votes(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> dict[str, float]:
         """Per label, its (balanced) similarity-weighted vote among the neighbours above ``min_similarity``
-        (with ``rule="gate"``, the adapters' examples only)."""
+        (the adapters' examples only where the rule leaves the base model's out: ``gate``)."""
         text = first_user_message(messages)
         if text is None:
             return {}
-        gate = self.rule == "gate"
-        found = self.neighbours(text, len(self.index.texts) if gate else None, tools)
-        if gate:  # the k nearest of the adapters' examples
+        adapters_only = not self.routing_rule.base_votes
+        found = self.neighbours(text, len(self.index.texts) if adapters_only else None, tools)
+        if adapters_only:  # the k nearest of the adapters' examples
             found = [(i, s) for i, s in found if self.index.labels[i] != NO_ADAPTER][:self.k]
         votes: dict[str, float] = defaultdict(float)
         for i, s in found:
@@ -141,11 +214,4 @@ class RetrievalRouter:
     def route(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         if first_user_message(messages) is None:
             return NO_ADAPTER
-        if self.rule == "cover":
-            return self.covering(messages, tools)
-        if self.rule == "gate" and self.kept_by_base(messages, tools):
-            return NO_ADAPTER
-        votes = self.votes(messages, tools)
-        if not votes:
-            return self.fallback if self.rule == "gate" else NO_ADAPTER
-        return max(sorted(votes), key=lambda lab: votes[lab])
+        return self.routing_rule.route(self, messages, tools)

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..capabilities.specfile import read_spec_document
 from ..registration import EnvEntry, add_entry
 
-__all__ = ["register_spec_files"]
+__all__ = ["register_spec_files", "register_spec_files_once"]
 
 
 def register_spec_files(paths: list[Path]) -> list[str]:
@@ -32,3 +32,20 @@ def register_spec_files(paths: list[Path]) -> list[str]:
         ids.append(env_id)
     return ids
 
+
+
+def register_spec_files_once(paths: list[str | Path]) -> list[str]:
+    """Register each spec file's env id unless this process already has it from this very file (a spec
+    synthesized earlier into another folder, e.g. by an earlier run in the same process, is replaced);
+    returns the ids in order."""
+    import gymnasium as gym
+    import yaml
+
+    ids = []
+    for p in paths:
+        env_id = f"trace/{yaml.safe_load(Path(p).read_text(encoding='utf-8'))['id']}-v0"
+        known = gym.registry.get(env_id)
+        if known is None or str((known.kwargs or {}).get("spec")) != str(Path(p).resolve()):
+            register_spec_files([Path(p)])
+        ids.append(env_id)
+    return ids

@@ -82,8 +82,7 @@ def _domain_tools(domain: str) -> list[str]:
     from ..capabilities.domains import get_domain
 
     dom = get_domain(domain)
-    user_tools = getattr(dom, "user_tool_names", None)
-    user = sorted(user_tools()) if user_tools is not None else []
+    user = sorted(dom.user_tool_names())
     return sorted(dom.tool_names()) + [f"{n} (user's device: only in a user rule's do)" for n in user]
 
 

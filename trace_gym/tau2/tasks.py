@@ -40,7 +40,7 @@ class Tau2Tasks:
     option_key = "task_id"
 
     def __init__(self, domain: str, *, data_dir: str | Path | None = None, solo_mode: bool = False):
-        from .env import agent_system_prompt
+        from .prompts import agent_system_prompt
 
         self._domain = domain
         self.domain: str | None = domain

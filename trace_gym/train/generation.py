@@ -13,7 +13,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-__all__ = ["fast_sampling", "llamacpp_generate_fn", "sampler_model", "stop_token_ids", "trainer_pick",
+__all__ = ["LlamaCppSampler", "fast_sampling", "sampler_model", "stop_token_ids", "trainer_pick",
            "transformers_generate_fn", "vllm_generate_fn"]
 
 
@@ -240,16 +240,16 @@ def _store_rows(store: Any, model: Any, prompts: list[list[int]], new: list[list
     store.store_batch(model, rows, cache, columns)
 
 
-def llamacpp_generate_fn(trainer: Any, model_gguf: str | Path, *, stop_strings: tuple[str, ...] = (),
-                         weight_type: str = "auto", lookahead: int = 8):
-    """A ``GenerateFn`` that samples in llama.cpp from the trainer's current policy.
+class LlamaCppSampler:
+    """GRPO's sampler in llama.cpp: ``sampler(trainer, stop_strings)`` is the ``GenerateFn`` of one rollout
+    call, sampling from the trainer's current policy; the sampler owns its engine (:meth:`close` frees it).
 
     ``model_gguf`` is the GGUF the trained model was loaded from (its weights, its
     vocabulary).  llama.cpp runs a float copy of it (``weight_type``, as
     :class:`~trace_gym.policies.llamacpp.LlamaCppPolicy`; made once and cached) with the
     trained LoRA as it is at the call merged into its weights
-    (:func:`~trace_gym.policies.lora_gguf.merge_into_float_gguf`, a private file per trainer
-    rewritten at every call): one engine per trainer with a slot per episode of a step,
+    (:func:`~trace_gym.policies.gguf_weights.merge_into_float_gguf`, a private file of this sampler
+    rewritten at every call): one engine with a slot per episode of a step (:attr:`engine`),
     reopened on the new weights, so each batch of rollouts samples from the current policy
     with no LoRA arithmetic per layer (a runtime LoRA costs about a third of llama.cpp's
     throughput at this size).  A group's shared prompt is prefilled once and its keys and
@@ -266,52 +266,70 @@ def llamacpp_generate_fn(trainer: Any, model_gguf: str | Path, *, stop_strings: 
     parameters llama.cpp cannot apply as a LoRA (trained embeddings, head or whole modules, or a
     model trained without LoRA).
     """
-    import tempfile
 
-    from ..policies.decoding import DecodeStats, StopRule
-    from ..policies.hf_models import model_cache_dir
-    from ..policies.llamacpp import LlamaCppEngine
-    from ..policies.lora_gguf import cached_float_gguf, merge_into_float_gguf
+    def __init__(self, model_gguf: str | Path, *, weight_type: str = "auto", lookahead: int = 8):
+        from ..policies.decoding import DecodeStats
 
-    if not fast_sampling(trainer):
-        raise ValueError("backend=llamacpp samples in one process with temperature, top-k, top-p and min-p only: "
-                         "drop the repetition penalty, generation_kwargs and cache_implementation (or sharding), "
-                         "or use backend=transformers")
-    model_gguf = Path(model_gguf)
-    tok = trainer.processing_class
-    stops = stop_token_ids(trainer)
-    rule = StopRule(tok, stops, stop_strings)
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    batch = int(trainer.args.per_device_train_batch_size)
-    state = getattr(trainer, "_trace_gym_llamacpp", None)
-    peft = hasattr(model, "peft_config")
-    if not peft and any(p.requires_grad for p in model.parameters()):
-        raise ValueError("backend=llamacpp samples from a trained LoRA merged into the model's GGUF; this model trains "
-                         "its own weights: use backend=transformers")
-    if state is None or state["source"] != model_gguf or state["slots"] < batch:
-        if state is not None and state["engine"] is not None:
-            state["engine"].close()
-        path = cached_float_gguf(model_gguf, model_cache_dir() / "llamacpp", weight_type=weight_type)
-        state = {"source": model_gguf, "float": path, "slots": batch, "calls": 0, "stats": DecodeStats(),
-                 "dir": tempfile.TemporaryDirectory(prefix="trace-gym-sampler-"), "engine": None}
-        trainer._trace_gym_llamacpp = state
-    if peft or state["engine"] is None:  # the trained weights as they are now
-        if state["engine"] is not None:
-            state["engine"].close()
-            state["engine"] = None
-        path = merge_into_float_gguf(state["float"], model, Path(state["dir"].name) / "policy.gguf") if peft else state["float"]
-        state["engine"] = LlamaCppEngine(path, slots=batch, share_prompts=True)
-    engine = state["engine"]
-    state["calls"] += 1
-    pick = trainer_pick(trainer)
+        self.model_gguf, self.weight_type, self.lookahead = Path(model_gguf), weight_type, int(lookahead)
+        self.engine: Any = None  # the engine of the latest call (reopened at every call of a LoRA model)
+        self.stats = DecodeStats()
+        self.calls = 0
+        self._float: Path | None = None
+        self._slots = 0
+        self._dir: Any = None  # the temporary folder of the merged weights
 
-    def generate(prompts: list[list[int]], max_new_tokens: int | list[int]) -> list[list[int]]:
-        limits = _limits(max_new_tokens, len(prompts))
-        return engine.decode(prompts, max_new_tokens=limits, pick=pick, stop=rule, stats=state["stats"],
-                             keep_stop_token=True, lookahead=lookahead)
+    def __call__(self, trainer: Any, stop_strings: tuple[str, ...] = ()) -> Any:
+        import tempfile
 
-    generate.engine = engine  # type: ignore[attr-defined]
-    return generate
+        from ..policies.decoding import StopRule
+        from ..policies.gguf_weights import cached_float_gguf, merge_into_float_gguf
+        from ..policies.hf_models import model_cache_dir
+        from ..policies.llamacpp import LlamaCppEngine
+
+        if not fast_sampling(trainer):
+            raise ValueError("backend=llamacpp samples in one process with temperature, top-k, top-p and min-p only: "
+                             "drop the repetition penalty, generation_kwargs and cache_implementation (or sharding), "
+                             "or use backend=transformers")
+        tok = trainer.processing_class
+        rule = StopRule(tok, stop_token_ids(trainer), stop_strings)
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        batch = int(trainer.args.per_device_train_batch_size)
+        peft = hasattr(model, "peft_config")
+        if not peft and any(p.requires_grad for p in model.parameters()):
+            raise ValueError("backend=llamacpp samples from a trained LoRA merged into the model's GGUF; this model "
+                             "trains its own weights: use backend=transformers")
+        if self._float is None or self._slots < batch:
+            self._close_engine()
+            self._float = cached_float_gguf(self.model_gguf, model_cache_dir() / "llamacpp", weight_type=self.weight_type)
+            self._slots = batch
+            if self._dir is None:
+                self._dir = tempfile.TemporaryDirectory(prefix="trace-gym-sampler-")
+        if peft or self.engine is None:  # the trained weights as they are now
+            self._close_engine()
+            path = merge_into_float_gguf(self._float, model, Path(self._dir.name) / "policy.gguf") if peft else self._float
+            self.engine = LlamaCppEngine(path, slots=batch, share_prompts=True)
+        engine, stats, lookahead = self.engine, self.stats, self.lookahead
+        self.calls += 1
+        pick = trainer_pick(trainer)
+
+        def generate(prompts: list[list[int]], max_new_tokens: int | list[int]) -> list[list[int]]:
+            limits = _limits(max_new_tokens, len(prompts))
+            return engine.decode(prompts, max_new_tokens=limits, pick=pick, stop=rule, stats=stats,
+                                 keep_stop_token=True, lookahead=lookahead)
+
+        return generate
+
+    def _close_engine(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+
+    def close(self) -> None:
+        """Free the engine and the merged weights' folder (a later call starts them again)."""
+        self._close_engine()
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir, self._float, self._slots = None, None, 0
 
 
 def vllm_generate_fn(trainer: Any):

@@ -107,7 +107,7 @@ class EnvRolloutFunc:
     uses it, else transformers ``generate`` on the trainer's model, reusing the
     keys and values of the prefix the episodes share unless ``prefix_cache`` is off);
     ``sampler(trainer, stop_strings)`` makes the back end afresh at every call instead
-    (e.g. :func:`~trace_gym.train.generation.llamacpp_generate_fn`).
+    (e.g. :class:`~trace_gym.train.generation.LlamaCppSampler`).
     """
 
     def __init__(

@@ -99,11 +99,11 @@ def latest_checkpoint(folder: Path) -> Path | None:
     return max(ckpts, key=lambda p: int(p.name.split("-")[-1])) if ckpts else None
 
 
-def _llamacpp_sampler(cfg: TrainConfig) -> Callable[[Any, tuple[str, ...]], Any]:
+def _llamacpp_sampler(cfg: TrainConfig) -> Any:
     """``backend=llamacpp``: the rollout function's sampler, checked before anything is loaded."""
     from ..policies.hf_models import smollm2_gguf_path
     from ..policies.llamacpp import require_llama_cpp
-    from .generation import llamacpp_generate_fn
+    from .generation import LlamaCppSampler
 
     require_llama_cpp()  # ModelUnavailableError saying how to install it
     if cfg.sampler_gguf:
@@ -115,7 +115,7 @@ def _llamacpp_sampler(cfg: TrainConfig) -> Callable[[Any, tuple[str, ...]], Any]
     else:
         raise ValueError(f"backend=llamacpp samples from the trained model's GGUF: set sampler_gguf=PATH (model "
                          f"{cfg.model!r} has no GGUF trace-gym knows)")
-    return lambda trainer, stops: llamacpp_generate_fn(trainer, gguf, stop_strings=stops, lookahead=cfg.sampling_lookahead)
+    return LlamaCppSampler(gguf, lookahead=cfg.sampling_lookahead)
 
 
 def _grpo_args(cfg: TrainConfig, out: Path, device: str, dtype: Any) -> Any:
@@ -439,8 +439,12 @@ def train(
     # every logged step goes to metrics.jsonl (and the progress line, when on), not to printed dicts on stdout
     trainer.remove_callback(PrinterCallback)
     # the progress line joins the caller's display when one is open
-    with renamed_checkpointing_warnings_hidden(), reporting(enabled=cfg.progress and main):
-        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
+    try:
+        with renamed_checkpointing_warnings_hidden(), reporting(enabled=cfg.progress and main):
+            trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
+    finally:
+        if sampler is not None:
+            sampler.close()  # the llama.cpp engine and its merged weights
 
     trainer.accelerator.wait_for_everyone()
     main = trainer.accelerator.is_main_process

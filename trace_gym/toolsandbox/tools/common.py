@@ -18,7 +18,7 @@ from ..world import World
 
 __all__ = [
     "NOT_GIVEN", "NotGiven", "DuplicateError", "NoDataError", "format_exception", "check_type", "get_bool",
-    "require_wifi", "timestamp_range", "latitude_range", "longitude_range", "check_phone", "exact", "ge", "le",
+    "require_wifi", "current_location", "timestamp_range", "latitude_range", "longitude_range", "check_phone", "exact", "ge", "le",
     "fuzzy", "filter_rows", "Rows",
 ]
 
@@ -85,6 +85,13 @@ def require_wifi(world: World) -> None:
     """The precondition of every web-backed tool."""
     if not get_bool(world, "wifi"):
         raise ConnectionError("Wifi is not enabled")
+
+
+def current_location(world: World) -> dict[str, float]:
+    """The device's location (``PermissionError`` while location service is off)."""
+    if not get_bool(world, "location_service"):
+        raise PermissionError("Location service is not enabled.")
+    return {"latitude": world.setting("latitude"), "longitude": world.setting("longitude")}
 
 
 # ---------------------------------------------------------------------------- validators

@@ -16,6 +16,7 @@ from .common import (
     NoDataError,
     check_phone,
     check_type,
+    current_location,
     exact,
     filter_rows,
     fuzzy,
@@ -88,9 +89,7 @@ def get_wifi_status(world: World, kb: KnowledgeBase) -> bool:
 
 
 def get_current_location(world: World, kb: KnowledgeBase) -> dict[str, float]:
-    if not get_bool(world, "location_service"):
-        raise PermissionError("Location service is not enabled.")
-    return {"latitude": world.setting("latitude"), "longitude": world.setting("longitude")}
+    return current_location(world)
 
 
 # ---------------------------------------------------------------------------- contacts

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..world import World
-from .common import get_bool, latitude_range, longitude_range, require_wifi
-from .device import get_current_location
+from .common import current_location, get_bool, latitude_range, longitude_range, require_wifi
 
 __all__ = [
     "KnowledgeBase", "load_knowledge_base", "search_lat_lon", "search_location_around_lat_lon",
@@ -164,7 +163,7 @@ def _current_lat_lon(world: World, latitude: Any, longitude: Any) -> tuple[float
     if latitude is None and longitude is None:
         if not get_bool(world, "location_service"):
             raise PermissionError("Location service is not enabled.")
-        loc = get_current_location(world, None)  # type: ignore[arg-type]
+        loc = current_location(world)
         latitude, longitude = loc["latitude"], loc["longitude"]
     return latitude, longitude
 
