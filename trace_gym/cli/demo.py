@@ -21,6 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="first fine-tune the model on reference episodes of the target domain's capability envs "
                         "(output format only; merged into the weights every stage, the base model included, then uses). "
                         "Default: off")
+    p.add_argument("--engine", default="auto", choices=["auto", "transformers", "llamacpp"],
+                   help="what acts (rollouts, calibration, evaluation; training is always transformers): auto "
+                        "(default) is llama.cpp where llama-cpp-python is installed, else transformers")
     p.set_defaults(func=_run)
 
 
@@ -40,7 +43,7 @@ def _run(args: argparse.Namespace) -> int:
     console = Console()
     try:
         cfg = DemoConfig.for_run(out=args.out, domain=args.domain, model=args.model, fast=args.fast, seed=args.seed,
-                                 target=args.target, warm_start=args.warm_start)
+                                 target=args.target, warm_start=args.warm_start, engine=args.engine)
     except ValueError as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2

@@ -107,6 +107,9 @@ class DemoConfig:
     warm_start_steps: int = 8
     warm_start_seeds: int = 3                 # train-split tasks per env
     warm_start_lr: float = 2e-4
+    # what acts (rollouts, calibration, evaluation; training is always transformers): "auto" is llama.cpp where
+    # llama-cpp-python is installed and the model has a GGUF copy (SmolLM2), else transformers
+    engine: str = "auto"
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -127,6 +130,10 @@ class DemoConfig:
 
         if self.router_rule not in RULES:
             raise ValueError(f"router_rule must be one of {list(RULES)}, got {self.router_rule!r}")
+        from ..policies.engine import ENGINES
+
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {list(ENGINES)}, got {self.engine!r}")
         if self.warm_start is None:  # opt-in: the comparison's fairness device, not part of TRACE (see the module doc)
             self.warm_start = False
         from ..pipeline.warm import check_warm_fields
@@ -135,12 +142,15 @@ class DemoConfig:
 
     @classmethod
     def for_run(cls, *, out: str | Path = "runs/demo", domain: str = "retail", model: str = "smollm2", fast: bool = False,
-                seed: int = 0, target: str = "toolsandbox", warm_start: bool | None = None) -> DemoConfig:
+                seed: int = 0, target: str = "toolsandbox", warm_start: bool | None = None,
+                engine: str = "auto") -> DemoConfig:
         """The demo's sizes for ``model`` on ``target`` (``--fast``: smaller); ``warm_start`` overrides the default."""
         env_id = resolve_target(target) if target else ""
         if env_id == TOOLSANDBOX:
-            return cls._toolsandbox(out=Path(out), model=model, fast=fast, seed=seed, warm_start=warm_start)
-        cfg = cls(out=Path(out), domain=domain, model=model, seed=seed, target=env_id, warm_start=warm_start)
+            return cls._toolsandbox(out=Path(out), model=model, fast=fast, seed=seed, warm_start=warm_start,
+                                    engine=engine)
+        cfg = cls(out=Path(out), domain=domain, model=model, seed=seed, target=env_id, warm_start=warm_start,
+                  engine=engine)
         if fast:
             cfg.scripted_tasks, cfg.base_tasks, cfg.env_max_steps = 6, 1, 2
             cfg.calib_samples, cfg.cap_max_steps = 1, 1
@@ -156,7 +166,8 @@ class DemoConfig:
         return cfg
 
     @classmethod
-    def _toolsandbox(cls, *, out: Path, model: str, fast: bool, seed: int, warm_start: bool | None = None) -> DemoConfig:
+    def _toolsandbox(cls, *, out: Path, model: str, fast: bool, seed: int, warm_start: bool | None = None,
+                     engine: str = "auto") -> DemoConfig:
         """ToolSandbox sizes: prompts are ~1–2k characters (2–4 tools), so the model plays more episodes than on τ²,
         in batches (decoding reads the weights once per token for the whole batch); no scripted agent; each
         synthesized env's knobs are searched once toward the 20–60% band.  The adapter is SFT-only: 32 of its own
@@ -164,7 +175,8 @@ class DemoConfig:
         capability envs and move ToolSandbox's own scenarios; GRPO after such a warm start lowered the score at CPU
         budgets (``benchmarks/learning_cpu.py``), so the CPU demo trains none.  The evaluation adds the adapter's
         own env on 8 held-out seeds, base vs adapter."""
-        cfg = cls(out=out, model=model, seed=seed, target=TOOLSANDBOX, env_kwargs={}, warm_start=warm_start)
+        cfg = cls(out=out, model=model, seed=seed, target=TOOLSANDBOX, env_kwargs={}, warm_start=warm_start,
+                  engine=engine)
         cfg.scripted_tasks, cfg.base_tasks, cfg.base_samples, cfg.env_max_steps = 0, 16, 1, 12
         cfg.max_new_tokens, cfg.temperature, cfg.batch_size = 96, 0.7, 8
         cfg.calib_seeds, cfg.calib_samples, cfg.cap_max_steps = 2, 2, 8

@@ -15,20 +15,21 @@ from typing import Any
 
 from ..policies.base import Request, act_batch
 
-__all__ = ["ContextGuard", "GIVE_UP", "hf_core"]
+__all__ = ["ContextGuard", "GIVE_UP", "chat_core"]
 
 GIVE_UP = "I'm sorry, this conversation has grown too long for me to continue. ###STOP###"
 
 
-def hf_core(policy: Any) -> Any:
-    """The :class:`~trace_gym.policies.hf.HFPolicy` inside a plain, adapter or routed policy."""
+def chat_core(policy: Any) -> Any:
+    """The :class:`~trace_gym.policies.chat.ChatPolicy` (transformers or llama.cpp) inside a plain, adapter or
+    routed policy."""
     seen = policy
     for attr in ("adapters", "base"):
         inner = getattr(seen, attr, None)
         if inner is not None:
             seen = inner
-    if not hasattr(seen, "render_prompt") or not hasattr(seen, "tokenizer"):
-        raise TypeError(f"{type(policy).__name__} does not wrap a Hugging Face policy")
+    if not all(hasattr(seen, a) for a in ("render_prompt", "tokenizer", "context_limit", "max_new_tokens")):
+        raise TypeError(f"{type(policy).__name__} does not wrap a chat-template model policy")
     return seen
 
 
@@ -39,7 +40,7 @@ class ContextGuard:
 
     def __init__(self, inner: Any):
         self.inner = inner
-        self.hf = hf_core(inner)
+        self.core = chat_core(inner)
         self.fired = 0
 
     @property
@@ -56,15 +57,15 @@ class ContextGuard:
         return getattr(self.inner, name)
 
     def limit(self) -> int | None:
-        n = getattr(getattr(self.hf.model, "config", None), "max_position_embeddings", None)
-        return None if n is None else int(n) - int(self.hf.max_new_tokens)
+        n = self.core.context_limit()
+        return None if n is None else int(n) - int(self.core.max_new_tokens)
 
     def fits(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bool:
         limit = self.limit()
         if limit is None:
             return True
-        prompt = self.hf.render_prompt(messages, tools)
-        return len(self.hf.tokenizer(prompt, add_special_tokens=False)["input_ids"]) <= limit
+        prompt = self.core.render_prompt(messages, tools)
+        return len(self.core.tokenizer(prompt, add_special_tokens=False)["input_ids"]) <= limit
 
     def reset(self, seed: int | None = None) -> None:
         reset = getattr(self.inner, "reset", None)

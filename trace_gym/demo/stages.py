@@ -110,6 +110,13 @@ class Context:
             tmp.replace(folder)
         return str(folder.resolve())
 
+    def acting_spec(self) -> str:
+        """What acts (rollouts, calibration, evaluation): :meth:`model_spec` on the configured engine
+        (:func:`~trace_gym.policies.engine.acting_spec`; a warm start's merged folder runs on transformers)."""
+        from ..policies.engine import acting_spec
+
+        return acting_spec(self.model_spec(), self.cfg.engine)
+
     def gen_options(self) -> dict[str, Any]:
         c = self.cfg
         opts = {"max_new_tokens": c.max_new_tokens, "temperature": c.temperature, "seed": c.seed, "batch_size": c.batch_size}
@@ -124,7 +131,8 @@ class Context:
         from ..eval.policies import resolve_policy
 
         with self.console.status(f"loading {spec} policy …"):
-            return ContextGuard(resolve_policy(spec, model=self.model_spec(), adapters=self.adapters_dir, **self.gen_options()))
+            return ContextGuard(resolve_policy(spec, model=self.acting_spec(), adapters=self.adapters_dir,
+                                               **self.gen_options()))
 
     def policy(self) -> Any:
         """The base model as a policy, loaded once (rollouts and calibration share it)."""

@@ -1,0 +1,51 @@
+"""Which engine acts: llama.cpp where it is installed and the model has a GGUF copy, transformers otherwise;
+the demo's context guard works over either."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from trace_gym.demo import DemoConfig
+from trace_gym.demo.guard import GIVE_UP, ContextGuard
+from trace_gym.policies import engine
+from trace_gym.policies.engine import acting_spec
+
+
+def test_acting_spec_per_engine(monkeypatch):
+    assert acting_spec("smollm2", "transformers") == "smollm2"
+    assert acting_spec("smollm2", "llamacpp") == "llamacpp:smollm2"
+    assert acting_spec("/some/merged/folder", "auto") == "/some/merged/folder"  # no GGUF copy: transformers
+    with pytest.raises(ValueError, match="llamacpp runs smollm2 only"):
+        acting_spec("hf:Qwen/Qwen2.5-7B-Instruct", "llamacpp")
+    with pytest.raises(ValueError, match="engine must be one of auto, transformers, llamacpp"):
+        acting_spec("smollm2", "vllm")
+    monkeypatch.setattr(engine.importlib.util, "find_spec", lambda name: None)  # llama-cpp-python absent
+    assert acting_spec("smollm2", "auto") == "smollm2"
+
+
+def test_auto_is_llama_cpp_where_installed():
+    installed = importlib.util.find_spec("llama_cpp") is not None
+    assert engine.llama_cpp_installed() is installed
+    assert acting_spec("smollm2") == ("llamacpp:smollm2" if installed else "smollm2")
+
+
+def test_demo_config_checks_the_engine(tmp_path):
+    assert DemoConfig.for_run(out=tmp_path, model="tiny", engine="transformers").engine == "transformers"
+    with pytest.raises(ValueError, match="engine must be one of"):
+        DemoConfig.for_run(out=tmp_path, model="tiny", engine="gpu")
+
+
+def test_context_guard_over_llama_cpp():
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python (the llamacpp extra) is not installed")
+    from trace_gym.policies import policy_from_spec
+
+    pol = policy_from_spec("llamacpp:smollm2", max_new_tokens=8, greedy=True, batch_size=2)
+    guard = ContextGuard(pol)
+    assert guard.limit() == pol.context_limit() - 8
+    short = ([{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "Say hi."}], [])
+    long = ([{"role": "user", "content": "word " * (pol.context_limit() + 10)}], [])
+    out = guard.act_batch([short, long], seeds=[0, 1])
+    assert out[1] == GIVE_UP and guard.fired == 1
+    assert isinstance(out[0], str) and out[0] != GIVE_UP
