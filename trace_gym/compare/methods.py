@@ -83,8 +83,9 @@ def load_base_policy(model: str, *, seed: int = 0, **gen: Any) -> Any:
 
 
 def trainable(model: str) -> bool:
-    """Whether the trainer can put LoRA adapters on ``model`` (a local model, not a server or a script)."""
-    return not model.startswith(("openai:", "scripted:"))
+    """Whether the trainer can put LoRA adapters on ``model`` (a transformers model, not a server, a script or a
+    llama.cpp policy)."""
+    return not model.startswith(("openai:", "scripted:", "llamacpp:"))
 
 
 def train_model_name(model: str) -> str:

@@ -117,6 +117,10 @@ class CompareConfig:
     cap_rehearsal: bool = False
     router_rule: str = "vote"  # retrieval routing rule: "vote", "gate" or "cover" (see RetrievalRouter)
     embedder: str | None = None
+    # what acts for every method (rollouts, calibration, evaluation; training stays on transformers): "auto" is
+    # llama.cpp where llama-cpp-python is installed and the weights have a GGUF copy (SmolLM2's own, not a warm
+    # start's merged folder), else transformers (policies.engine.acting_spec)
+    engine: str = "auto"
     # GEPA
     gepa_minibatch: int = 3
     gepa_val: int = 4
@@ -171,6 +175,10 @@ class CompareConfig:
             raise ValueError(f"cap_knobs maps knob names to numbers, got {bad_knobs}")
         if self.router_rule not in RULES:
             raise ValueError(f"router_rule must be one of {list(RULES)}, got {self.router_rule!r}")
+        from ..policies.engine import ENGINES
+
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {list(ENGINES)}, got {self.engine!r}")
         from ..pipeline.warm import check_warm_fields
 
         check_warm_fields(self)
@@ -200,6 +208,13 @@ class CompareConfig:
         """What every method loads: the warm start's merged folder once made, else ``model``."""
         return self.weights or self.model
 
+    @property
+    def acting_spec(self) -> str:
+        """What acts: :attr:`weights_spec` on :attr:`engine` (:func:`~trace_gym.policies.engine.acting_spec`)."""
+        from ..policies.engine import acting_spec
+
+        return acting_spec(self.weights_spec, self.engine)
+
     def warm_start_on(self) -> bool:
         """Whether this comparison starts with the shared format warm start (see ``warm_start``)."""
         if self.warm_start is not None:
@@ -215,7 +230,7 @@ class CompareConfig:
         """A fresh base policy (``policy_factory`` when set, else the model loaded with ``gen``)."""
         if self.policy_factory is not None:
             return self.policy_factory(self.seed)
-        return M.load_base_policy(self.weights_spec, seed=self.seed, **self.gen)
+        return M.load_base_policy(self.acting_spec, seed=self.seed, **self.gen)
 
     @property
     def can_train(self) -> bool:
@@ -401,7 +416,7 @@ def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: P
         pol.policy_id = f"base:{cfg.model}"
         return pol, "base model"
     if method == "grpo":
-        return M.adapter_policy(cfg.weights_spec, result["manifest"], "grpo-target", seed=cfg.seed, gen=gen,
+        return M.adapter_policy(cfg.acting_spec, result["manifest"], "grpo-target", seed=cfg.seed, gen=gen,
                                 policy_id=f"grpo:{Path(root).name}"), "GRPO+LoRA on the target"
     if method == "gepa":
         from ..baselines.gepa_adapter import SystemPromptPolicy
@@ -419,7 +434,7 @@ def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: P
     manifest = root / "trace" / "adapters" / "manifest.json"
     if method == "single":
         best = _best(adapters)
-        return (M.adapter_policy(cfg.weights_spec, manifest, best["adapter"], seed=cfg.seed, gen=gen,
+        return (M.adapter_policy(cfg.acting_spec, manifest, best["adapter"], seed=cfg.seed, gen=gen,
                                  policy_id=f"single:{Path(root).name}:{best['adapter']}"),
                 f"adapter {best['adapter']} (best final training reward), no routing")
     from ..route.index import RouterIndex
@@ -428,10 +443,10 @@ def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: P
 
     if result.get("routing", {}).get("skipped"):  # no router: the best adapter answers every conversation
         best = _best(adapters)
-        return (M.adapter_policy(cfg.weights_spec, manifest, best["adapter"], seed=cfg.seed, gen=gen,
+        return (M.adapter_policy(cfg.acting_spec, manifest, best["adapter"], seed=cfg.seed, gen=gen,
                                  policy_id=f"trace:{Path(root).name}:{best['adapter']}"),
                 f"{result['routing']['skipped']}; adapter {best['adapter']} for every conversation")
-    ap = M.adapter_policy(cfg.weights_spec, manifest, None, seed=cfg.seed, gen=gen, policy_id="adapters")
+    ap = M.adapter_policy(cfg.acting_spec, manifest, None, seed=cfg.seed, gen=gen, policy_id="adapters")
     router = RetrievalRouter(RouterIndex.load(result["routing"]["index"]))
     pol = RoutedPolicy(ap, router, {a["adapter"]: a["adapter"] for a in adapters})
     pol.policy_id = f"trace:{Path(root).name}"
