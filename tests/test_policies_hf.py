@@ -184,9 +184,11 @@ def test_invalid_settings(tiny):
         _policy(tiny, top_p=0.0)
 
 
-def test_top_k_top_p_sampling_runs(tiny):
-    p = _policy(tiny, top_k=5, top_p=0.9, temperature=0.7)
-    assert isinstance(p.act(MESSAGES, TOOLS), str)
+def test_top_k_top_p_sampling_is_seeded_and_top_k_1_is_greedy(tiny):
+    sampled = [_policy(tiny, top_k=5, top_p=0.9, temperature=0.7, seed=3).act(MESSAGES, TOOLS) for _ in range(2)]
+    assert sampled[0] == sampled[1] and sampled[0]  # a fresh policy with the same seed samples the same text
+    greedy = _policy(tiny, greedy=True).act(MESSAGES, TOOLS)
+    assert _policy(tiny, top_k=1, temperature=0.7, seed=4).act(MESSAGES, TOOLS) == greedy  # one candidate: the argmax
 
 
 def test_rollouts_with_the_tiny_model_are_reproducible(tiny, tmp_path):

