@@ -120,8 +120,11 @@ def test_deep_nesting_is_refused_without_a_recursion_error(depth, style):
 
 def test_nesting_within_the_limit_is_accepted():
     depth = MAX_SPEC_DEPTH - 1
-    assert parse_spec_text("[" * depth + "]" * depth, "x.json") is not None
-    assert parse_spec_text("a: " + "[" * (depth - 1) + "]" * (depth - 1), "x.yaml") is not None
+    def nested(n):
+        return [] if n == 1 else [nested(n - 1)]
+
+    assert parse_spec_text("[" * depth + "]" * depth, "x.json") == nested(depth)
+    assert parse_spec_text("a: " + "[" * (depth - 1) + "]" * (depth - 1), "x.yaml") == {"a": nested(depth - 1)}
 
 
 _KEYS = st.from_regex(r"[a-z][a-z_]{0,6}", fullmatch=True)
