@@ -25,14 +25,9 @@ ENV_IDS = sorted(i for i in gym.registry if i.startswith("trace/")) + ["trace-te
 
 
 def _make(env_id: str):
-    from trace_gym.datadirs import DataDirError
-
-    try:
-        env = gym.make(env_id)
-        env.reset(seed=0)  # data folders are read lazily: make sure they exist
-        return env
-    except DataDirError as exc:  # benchmark data not present on this machine
-        pytest.skip(f"{env_id}: {exc}")
+    env = gym.make(env_id)
+    env.reset(seed=0)  # data folders are read lazily: make sure they exist
+    return env
 
 
 @pytest.fixture(scope="module", params=ENV_IDS)

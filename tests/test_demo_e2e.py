@@ -20,14 +20,12 @@ def test_demo_tiny_end_to_end_and_resume(private_dir):
     from rich.console import Console
 
     from trace_gym.cli import main
-    from trace_gym.datadirs import DataDirError, tau2_data_dir
     from trace_gym.demo import DemoConfig, run_demo
     from trace_gym.policies.hf import ModelUnavailableError, smollm2_gguf_path
 
     try:
-        tau2_data_dir()
         smollm2_gguf_path()  # the tiny model borrows SmolLM2's tokenizer
-    except (DataDirError, ModelUnavailableError) as exc:
+    except ModelUnavailableError as exc:
         pytest.skip(str(exc))
     out = private_dir / "demo"
     cfg = DemoConfig.for_run(out=out, model="tiny", target="tau2-retail")

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from trace_gym.datadirs import DataDirError
-
 
 @pytest.fixture(scope="module")
 def retail():
     from trace_gym.demo.flawed import demo_tasks, task_database, write_tools
 
     env_id = "trace/tau2-retail-v0"
-    try:
-        tasks = demo_tasks(env_id, 3)
-        db = task_database(env_id)
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    tasks = demo_tasks(env_id, 3)
+    db = task_database(env_id)
     writes = write_tools(env_id, str(tasks[0]["id"]))
     return tasks, db, writes
 

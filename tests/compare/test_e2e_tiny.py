@@ -16,18 +16,11 @@ pytest.importorskip("trl")
 pytest.importorskip("gepa")
 
 from trace_gym.compare.pipeline import CompareConfig, run_compare  # noqa: E402
-from trace_gym.datadirs import DataDirError  # noqa: E402
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 
 def test_tiny_compare_on_mock(tmp_path):
-    try:
-        from trace_gym.datadirs import tau2_domain_dir
-
-        tau2_domain_dir("mock")
-    except DataDirError as exc:
-        pytest.skip(f"τ²-bench data not available: {exc}")
     cfg = CompareConfig(
         target="trace/tau2-mock-v0", model="tiny", budget=4, out=str(tmp_path / "run"), trials=1,
         n_train_tasks=3, n_test_tasks=2, env_kwargs={"max_steps": 3}, gen={"max_new_tokens": 6, "temperature": 1.0},

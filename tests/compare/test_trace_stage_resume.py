@@ -8,7 +8,6 @@ import pytest
 
 from trace_gym.compare.budget import RolloutBudget
 from trace_gym.compare.pipeline import CompareConfig, base_jobs
-from trace_gym.datadirs import DataDirError
 from trace_gym.pipeline import Target, play_rollouts
 
 
@@ -43,12 +42,6 @@ class _Agent:
 
 
 def test_base_rollouts_resume_counts_kept_episodes_once(tmp_path):
-    try:
-        from trace_gym.datadirs import tau2_domain_dir
-
-        tau2_domain_dir("mock")
-    except DataDirError as exc:
-        pytest.skip(f"τ²-bench data not available: {exc}")
     from trace_gym.compare.methods import target_splits
 
     train, _, _ = target_splits("trace/tau2-mock-v0", seed=0)
@@ -72,12 +65,6 @@ def test_base_rollouts_resume_counts_kept_episodes_once(tmp_path):
 
 
 def test_survey_reports_each_domain_and_split_and_auto_picks_a_target(tmp_path):
-    try:
-        from trace_gym.datadirs import tau2_domain_dir
-
-        tau2_domain_dir("mock")
-    except DataDirError as exc:
-        pytest.skip(f"τ²-bench data not available: {exc}")
     from trace_gym.compare.pipeline import run_compare
 
     cfg = CompareConfig(target="auto", out=str(tmp_path), methods=["base"], trials=1, n_test_tasks=1,

@@ -18,19 +18,15 @@ from trace_gym.core.tasks import (
     task_source,
     task_source_for,
 )
-from trace_gym.datadirs import DataDirError
 
 TRACE_IDS = sorted(i for i in gym.registry if i.startswith("trace/"))
 FAMILIES = {"tau2": "trace/tau2-mock-v0", "toolsandbox": "trace/toolsandbox-v0", "capability": "trace/cap-refund-policy-v0"}
 
 
 def _source(env_id: str) -> TaskSource:
-    try:
-        src = task_source_for(env_id)
-        src.splits()  # data is read lazily: make sure it is here
-        return src
-    except DataDirError as exc:
-        pytest.skip(f"{env_id}: {exc}")
+    src = task_source_for(env_id)
+    src.splits()  # data is read lazily: make sure it is here
+    return src
 
 
 def _opening(info: dict) -> list:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from trace_gym.datadirs import DataDirError
 from trace_gym.pipeline import RolloutBudget, RolloutJob, StageStore, Target, TracePlan, run_trace
 
 ENV_ID = "trace/tau2-retail-v0"
@@ -28,10 +27,7 @@ def _jobs(n: int) -> list[RolloutJob]:
 
 
 def test_loop_stops_at_mastered_capabilities_and_resumes(tmp_path):
-    try:
-        jobs = _jobs(3)
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    jobs = _jobs(3)
     seen = []
     plan = TracePlan(target=Target(ENV_ID, {"unjudged_nl": "ignore"}), root=tmp_path, model="unused", base_policy=Noop,
                      jobs=jobs, max_envs=1, calib_seeds=1, calib_samples=2, cap_env_kwargs={"max_steps": 2},
@@ -74,10 +70,7 @@ def test_the_knob_search_leaves_the_training_share_and_resumes_its_charges(tmp_p
 
     from trace_gym.pipeline import training_reserve
 
-    try:
-        jobs = _jobs(3)
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    jobs = _jobs(3)
     train = {"num_generations": 2, "seeds_per_step": 1, "max_resamples": 0}
     kw = dict(target=Target(ENV_ID, {"unjudged_nl": "ignore"}), root=tmp_path, model="unused", base_policy=Noop,
               jobs=jobs, max_envs=1, calib_seeds=1, calib_samples=2, cap_env_kwargs={"max_steps": 2}, mastered=0.0,
@@ -109,10 +102,7 @@ def test_the_knob_search_leaves_the_training_share_and_resumes_its_charges(tmp_p
 def test_tune_episodes_caps_each_envs_search_without_a_budget(tmp_path):
     import json
 
-    try:
-        jobs = _jobs(3)
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    jobs = _jobs(3)
     plan = TracePlan(target=Target(ENV_ID, {"unjudged_nl": "ignore"}), root=tmp_path, model="unused", base_policy=Noop,
                      jobs=jobs, max_envs=1, calib_seeds=1, calib_samples=2, cap_env_kwargs={"max_steps": 2}, mastered=0.0,
                      band=(0.9, 1.0), tune_rounds=3, tune_episodes=5)

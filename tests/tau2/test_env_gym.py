@@ -7,17 +7,13 @@ import json
 import pytest
 
 import trace_gym  # noqa: F401
-from trace_gym.datadirs import DataDirError
 from trace_gym.tau2.users import ReplayUser
 
 
 def _corpus_records(domain, variant=None):
     from trace_gym.datadirs import tau2_data_dir
 
-    try:
-        path = tau2_data_dir() / "tau2" / "conformance" / f"eval_{domain}.jsonl"
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    path = tau2_data_dir() / "tau2" / "conformance" / f"eval_{domain}.jsonl"
     if not path.is_file():
         pytest.skip("eval corpus not available")
     recs = [json.loads(x) for x in path.read_text().splitlines()]
@@ -27,11 +23,8 @@ def _corpus_records(domain, variant=None):
 def _make(domain, **kw):
     from trace_gym.tau2.env import Tau2Env
 
-    try:
-        env = Tau2Env(domain, **kw)
-        env.data  # noqa: B018 - load now so a missing data folder skips
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    env = Tau2Env(domain, **kw)
+    env.data  # noqa: B018 - load the domain now, outside the code under test
     return env
 
 

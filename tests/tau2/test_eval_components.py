@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from trace_gym.datadirs import DataDirError
 from trace_gym.llm import FunctionChatClient
 from trace_gym.tau2.evaluator import action_checks, communicate_checks, is_success, pass_hat_k
 from trace_gym.tau2.judge import FunctionJudge, JudgeError, OpenAICompatibleJudge
@@ -88,10 +87,7 @@ def test_unreachable_endpoint_is_a_judge_error():
 def _retail_nl_task():
     from trace_gym.tau2.data import load_tasks
 
-    try:
-        tasks = load_tasks("retail")
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    tasks = load_tasks("retail")
     return next(t for t in tasks if t["evaluation_criteria"].get("nl_assertions")
                 and "NL_ASSERTION" in t["evaluation_criteria"]["reward_basis"])
 
@@ -130,10 +126,7 @@ def test_strict_mode_fails_refusals_on_every_airline_task_but_passes_judged_gold
     from trace_gym.tau2.data import load_tasks
     from trace_gym.tau2.evaluator import evaluate
 
-    try:
-        tasks = load_tasks("airline")
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    tasks = load_tasks("airline")
     refusal = [
         {"role": "assistant", "content": "Hi! How can I help you today?", "tool_calls": None},
         {"role": "user", "content": "Hi, I need some help with my account.", "tool_calls": None},
@@ -157,10 +150,7 @@ def test_env_assertion_that_raises_is_an_evaluation_error():
     from trace_gym.tau2.data import load_tasks
     from trace_gym.tau2.evaluator import evaluate
 
-    try:
-        task = next(t for t in load_tasks("mock") if t["id"] == "create_task_1_with_env_assertions")
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    task = next(t for t in load_tasks("mock") if t["id"] == "create_task_1_with_env_assertions")
     msgs = [{"role": "assistant", "content": "Hi! How can I help you today?", "tool_calls": None},
             {"role": "user", "content": "###STOP###", "tool_calls": None}]
     ev = evaluate(task, msgs, "user_stop", "mock")
@@ -173,10 +163,7 @@ def test_replay_mismatch_and_broken_trajectories_are_reported_not_raised():
     from trace_gym.tau2.data import load_tasks
     from trace_gym.tau2.evaluator import evaluate
 
-    try:
-        task = next(t for t in load_tasks("mock") if t["id"] == "create_task_1")
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    task = next(t for t in load_tasks("mock") if t["id"] == "create_task_1")
     call = {"id": "call_0", "name": "create_task", "arguments": {"user_id": "user_1", "title": "Important Meeting"},
             "requestor": "assistant"}
     forged = [{"role": "assistant", "content": None, "tool_calls": [call]},

@@ -6,18 +6,13 @@ from collections import Counter
 
 import pytest
 
-from trace_gym.datadirs import DataDirError
-
 OPENER = "Hi, I need some help with my account."
 
 
 def _tasks(domain):
     from trace_gym.tau2.data import load_tasks
 
-    try:
-        return load_tasks(domain, split="base")
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    return load_tasks(domain, split="base")
 
 
 def gold_trajectory(domain: str, task: dict) -> list[dict]:

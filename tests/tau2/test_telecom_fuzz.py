@@ -5,11 +5,9 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trace_gym.datadirs import DataDirError
 from trace_gym.tau2.domain_spec import load_domain
 from trace_gym.tau2.engine import Tau2Environment
 from trace_gym.tau2.hashing import canonical_sha256
@@ -25,10 +23,7 @@ values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=
 
 @lru_cache(maxsize=1)
 def _schemas() -> dict[str, list[str]]:
-    try:
-        data = load_domain("telecom")
-    except DataDirError:
-        return {}
+    data = load_domain("telecom")
     out = {}
     for t in data.tools + data.user_tools:
         out[t["name"]] = list(t["openai_schema"]["function"]["parameters"].get("properties", {}))
@@ -62,10 +57,7 @@ def _fresh(solo: bool) -> Tau2Environment:
 @settings(max_examples=120, deadline=None)
 @given(st.lists(calls(), min_size=1, max_size=8), st.booleans())
 def test_fuzzed_calls_never_raise_and_failures_change_nothing(sequence: list[tuple[str, dict[str, Any], str]], solo: bool) -> None:
-    try:
-        env = _fresh(solo)
-    except DataDirError:
-        pytest.skip("τ²-bench data not found: run `trace-gym data fetch tau2` or set TAU2_DATA_DIR")
+    env = _fresh(solo)
     for name, args, requestor in sequence:
         before = (env.hashes(), env.canonical_db(), env.canonical_user_db())
         res = env.get_response(name, args, requestor)

@@ -9,7 +9,6 @@ import pytest
 
 from tests.helpers_llm import completion, server_fixture, tool_call  # noqa: F401 (server fixture)
 from trace_gym.core.users import UserSimulator, UserTurn
-from trace_gym.datadirs import DataDirError
 from trace_gym.llm import ChatReply, FunctionChatClient, OpenAIChatClient
 from trace_gym.tau2.users import (
     STOP,
@@ -50,11 +49,8 @@ def test_scenario_text_has_tau2s_layout():
 
 
 def test_user_system_prompt_reads_the_guidelines_from_the_data_folder():
-    try:
-        plain = user_system_prompt(_task(), with_tools=False)
-        tools = user_system_prompt(_task(), with_tools=True)
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    plain = user_system_prompt(_task(), with_tools=False)
+    tools = user_system_prompt(_task(), with_tools=True)
     assert plain.startswith("# User Simulation Guidelines") and "<PERSONA_GUIDELINES>" not in plain
     assert plain.endswith("\n\n<scenario>\n" + scenario_text(STRUCTURED) + "\n</scenario>")
     assert "You have some tools" in tools and "You have some tools" not in plain
@@ -124,10 +120,7 @@ def _calls(*names):
 
 
 def test_llm_user_flips_roles_and_passes_tools():
-    try:
-        user_system_prompt(_task(), with_tools=False)
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    user_system_prompt(_task(), with_tools=False)
     tools = [{"type": "function", "function": {"name": "toggle_data", "parameters": {"type": "object", "properties": {}}}}]
     backend = FakeBackend([ChatReply("My data is off."), _calls("toggle_data"), ChatReply("Fixed, thanks! ###STOP###")])
     u = LLMUser(backend)
@@ -150,11 +143,8 @@ def test_llm_user_drives_a_telecom_episode_with_device_calls():
 
     backend = FakeBackend([ChatReply("My phone shows no service."), _calls("check_status_bar"),
                            _calls("no_such_device_tool"), ChatReply("It says no service. ###STOP###")])
-    try:
-        env = Tau2Env("telecom", user=LLMUser(backend))
-        obs, info = env.reset(seed=0)
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    env = Tau2Env("telecom", user=LLMUser(backend))
+    obs, info = env.reset(seed=0)
     assert info["messages"][-1] == {"role": "user", "content": "My phone shows no service."}
     obs, r, term, trunc, info = env.step("Could you check your status bar?")
     assert term and info["termination_reason"] == "user_stop"
@@ -179,20 +169,14 @@ def test_failing_user_is_a_user_error():
         def respond(self, incoming):
             raise RuntimeError("endpoint down")
 
-    try:
-        env = Tau2Env("mock", user=Broken())
-        env.reset(seed=0, options={"task_id": "create_task_1"})
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    env = Tau2Env("mock", user=Broken())
+    env.reset(seed=0, options={"task_id": "create_task_1"})
     obs, r, term, trunc, info = env.step("anything")
     assert term and r == 0.0 and info["termination_reason"] == "user_error" and "endpoint down" in info["user_error"]
 
 
 def test_llm_user_over_http_sends_tools_and_a_seeded_request(server):
-    try:
-        user_system_prompt(_task(), with_tools=True)
-    except DataDirError as exc:
-        pytest.skip(str(exc))
+    user_system_prompt(_task(), with_tools=True)
     tools = [{"type": "function", "function": {"name": "toggle_data", "parameters": {"type": "object", "properties": {}}}}]
     server.push(completion(None, [tool_call("toggle_data", '{"on": true}')]))
     server.push(completion('<tool_call>{"name": "toggle_data", "arguments": {}}</tool_call>'))  # no tool-call parser

@@ -7,16 +7,13 @@ import uuid
 
 import pytest
 
-from trace_gym.datadirs import DataDirError, toolsandbox_data_dir
+from trace_gym.datadirs import toolsandbox_data_dir
 from trace_gym.toolsandbox.world import REFERENCE_NOW, World, counter_ids
 
 
 @pytest.fixture(scope="module")
 def data():
-    try:
-        root = toolsandbox_data_dir()
-    except DataDirError as exc:
-        pytest.skip(f"ToolSandbox data not available: {exc}")
+    root = toolsandbox_data_dir()
     from trace_gym.toolsandbox.scenarios import load_scenarios
 
     return root, load_scenarios()

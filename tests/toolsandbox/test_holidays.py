@@ -15,7 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -103,15 +102,10 @@ def test_first_lookup_does_not_import_the_holidays_package() -> None:
 
 
 def test_the_tool_on_an_injected_world() -> None:
-    from trace_gym.datadirs import DataDirError
+    from trace_gym.toolsandbox.toolbox import ToolBox
+    from trace_gym.toolsandbox.world import World
 
-    try:
-        from trace_gym.toolsandbox.toolbox import ToolBox
-        from trace_gym.toolsandbox.world import World
-
-        box = ToolBox(World.from_tables({}), ["search_holiday", "set_wifi_status"])
-    except DataDirError as exc:
-        pytest.skip(f"ToolSandbox data not available: {exc}")
+    box = ToolBox(World.from_tables({}), ["search_holiday", "set_wifi_status"])
     got = box.call("search_holiday", {"holiday_name": "Thanksgiving dinner"})
     assert got.result == dt.datetime(2025, 11, 27, tzinfo=dt.UTC).timestamp()
     assert got.trace_arguments == {"holiday_name": "Thanksgiving dinner", "year": None}

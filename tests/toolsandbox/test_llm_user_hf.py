@@ -6,7 +6,6 @@ import pytest
 pytest.importorskip("torch")
 
 import trace_gym  # noqa: E402,F401
-from trace_gym.datadirs import DataDirError, toolsandbox_data_dir  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -24,10 +23,6 @@ def tiny_model_dir(tmp_path_factory):
 
 
 def test_llm_user_episode_runs_end_to_end(tiny_model_dir):
-    try:
-        toolsandbox_data_dir()
-    except DataDirError as exc:
-        pytest.skip(str(exc))
     env = gym.make("trace/toolsandbox-v0", user="llm-hf", user_model=str(tiny_model_dir))
     obs, info = env.reset(seed=0, options={"category": "multiple_user_turn"})
     assert info["messages"][-1]["role"] == "user"
