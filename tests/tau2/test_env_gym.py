@@ -15,7 +15,7 @@ def _corpus_records(domain, variant=None):
 
     path = tau2_data_dir() / "tau2" / "conformance" / f"eval_{domain}.jsonl"
     if not path.is_file():
-        pytest.skip("eval corpus not available")
+        pytest.skip(f"needs the τ²-bench conformance corpus (../shared/tau2/conformance: not shipped, not rebuilt by `trace-gym data fetch`): no {path.name}")
     recs = [json.loads(x) for x in path.read_text().splitlines()]
     return [r for r in recs if variant is None or r["variant"] == variant]
 

@@ -8,17 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from trace_gym.datadirs import DataDirError, tau2_data_dir
+from trace_gym.datadirs import tau2_data_dir
 
 
 def _corpus(name: str) -> Path:
-    try:
-        root = tau2_data_dir()
-    except DataDirError as exc:
-        pytest.skip(str(exc))
-    path = root / "tau2" / "conformance" / name
+    path = tau2_data_dir() / "tau2" / "conformance" / name
     if not path.is_file():
-        pytest.skip(f"conformance corpus {path} not available")
+        pytest.skip(f"needs the τ²-bench conformance corpus (../shared/tau2/conformance: not shipped, not rebuilt by `trace-gym data fetch`): no {name}")
     return path
 
 

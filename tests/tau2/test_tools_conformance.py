@@ -8,18 +8,14 @@ import json
 
 import pytest
 
-from trace_gym.datadirs import DataDirError, tau2_data_dir
+from trace_gym.datadirs import tau2_data_dir
 from trace_gym.tau2.tool_conformance import replay_sequence, replay_tool_corpus
 
 
 def _corpus(domain: str):
-    try:
-        root = tau2_data_dir()
-    except DataDirError as exc:
-        pytest.skip(f"τ²-bench data not available: {exc}")
-    path = root / "tau2" / "conformance" / f"tools_{domain}.jsonl"
+    path = tau2_data_dir() / "tau2" / "conformance" / f"tools_{domain}.jsonl"
     if not path.is_file():
-        pytest.skip(f"no corpus {path}")
+        pytest.skip(f"needs the τ²-bench conformance corpus (../shared/tau2/conformance: not shipped, not rebuilt by `trace-gym data fetch`): no {path.name}")
     return path
 
 

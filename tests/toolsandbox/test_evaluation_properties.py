@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from trace_gym.datadirs import DataDirError, toolsandbox_data_dir
+from trace_gym.datadirs import toolsandbox_data_dir
 from trace_gym.toolsandbox.evaluation import EvaluationInputError, evaluate, first_user_index
 from trace_gym.toolsandbox.scenarios import ColumnSimilarity, load_scenarios, thaw
 from trace_gym.toolsandbox.similarity import rouge_l, table_similarity
@@ -28,10 +28,7 @@ RECORD_IDS = [
 
 @lru_cache(maxsize=1)
 def _corpus() -> dict[str, dict[str, Any]]:
-    try:
-        root = toolsandbox_data_dir()
-    except DataDirError:
-        return {}
+    root = toolsandbox_data_dir()
     out = {}
     for path in sorted((root / "conformance").glob("*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -44,7 +41,7 @@ def _corpus() -> dict[str, dict[str, Any]]:
 def _need_corpus() -> dict[str, dict[str, Any]]:
     corpus = _corpus()
     if not corpus:
-        pytest.skip("ToolSandbox conformance corpus not available: see `trace-gym data fetch toolsandbox` (TOOLSANDBOX_DATA_DIR)")
+        pytest.skip("needs the ToolSandbox conformance corpus (../shared/toolsandbox/conformance: not shipped, not rebuilt by `trace-gym data fetch`)")
     return corpus
 
 
