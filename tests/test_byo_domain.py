@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.extras import need
 from trace_gym.capabilities.dict_domain import DictDomain, DomainTool
 from trace_gym.capabilities.domains import domain_names, get_domain, reset_domains
 from trace_gym.capabilities.plugins import DomainPluginError
@@ -205,9 +206,9 @@ def test_synthesis_uses_the_domains_own_specs(plugins, tmp_path, monkeypatch):
 @pytest.mark.model
 @pytest.mark.slow
 def test_the_example_runs_the_whole_loop_with_the_tiny_model(private_dir):
-    pytest.importorskip("torch")
-    pytest.importorskip("trl")
-    pytest.importorskip("peft")
+    need("torch")
+    need("trl")
+    need("peft")
     from trace_gym.policies.hf import ModelUnavailableError, smollm2_gguf_path
 
     try:

@@ -10,6 +10,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
+from tests.extras import need
 from trace_gym.capabilities.domains import reset_domains
 from trace_gym.cli import main
 
@@ -114,7 +115,7 @@ def test_a_domain_without_capability_envs(monkeypatch, refuser, capsys):
 
 @pytest.mark.model
 def test_the_tiny_model_gets_a_card(shop, tmp_path, capsys):
-    pytest.importorskip("torch")
+    need("torch")
     from trace_gym.policies.hf import ModelUnavailableError, tiny_test_model
 
     try:

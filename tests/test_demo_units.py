@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.extras import need
 from trace_gym.demo import DemoConfig, verdict
 
 
@@ -83,7 +84,7 @@ class _Inner:
 
 
 def test_context_guard_gives_up_only_on_overlong_requests():
-    pytest.importorskip("torch")
+    need("torch")
     from trace_gym.demo.guard import GIVE_UP, ContextGuard
     from trace_gym.policies.hf import HFPolicy, ModelUnavailableError, tiny_test_model
 

@@ -9,17 +9,19 @@ import sys
 import gymnasium as gym
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.extras import need
+
+need("torch")
+need("transformers")
 
 try:
     from helpers_envs import ENV_ID
 except ImportError:  # tests/ imported as a package
     from tests.helpers_envs import ENV_ID
 
-from trace_gym.policies.hf import HFPolicy, ModelUnavailableError, tiny_test_model
-from trace_gym.policies.prompting import template_messages
-from trace_gym.rollout import TrajectoryStore, collect, rollout
+from trace_gym.policies.hf import HFPolicy, ModelUnavailableError, tiny_test_model  # noqa: E402
+from trace_gym.policies.prompting import template_messages  # noqa: E402
+from trace_gym.rollout import TrajectoryStore, collect, rollout  # noqa: E402
 
 pytestmark = pytest.mark.model
 
@@ -244,7 +246,7 @@ def test_greedy_batch_matches_transformers_generate(tiny):
 def test_peft_wrapped_model_uses_the_base_models_forward_arguments(tiny):
     """Through a PEFT wrapper the policy still passes the cache by its current name and asks
     for the last position's logits only; a fresh LoRA (B = 0) leaves greedy output unchanged."""
-    peft = pytest.importorskip("peft")
+    peft = need("peft")
     import copy
 
     model, tok = tiny

@@ -9,9 +9,11 @@ import json
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-peft = pytest.importorskip("peft")
-gguf = pytest.importorskip("gguf")
+from tests.extras import need
+
+torch = need("torch")
+peft = need("peft")
+gguf = need("gguf")
 
 from trace_gym.policies.hf import HFPolicy, ModelUnavailableError, tiny_test_model  # noqa: E402
 from trace_gym.policies.lora_gguf import write_lora_gguf  # noqa: E402
@@ -187,7 +189,7 @@ def test_merging_into_a_float_copy_patches_only_the_adapted_weights(tmp_path):
 # ----------------------------------------------------------------------------- the policy on llama.cpp
 @pytest.fixture(scope="module")
 def smollm2():
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    need("llama_cpp")
     from trace_gym.policies.hf import load_smollm2
 
     try:
@@ -458,7 +460,7 @@ def test_backend_llamacpp_says_what_it_needs(monkeypatch, tmp_path):
     with pytest.raises(ModelUnavailableError, match=r"pip install 'trace-gym\[llamacpp\]'"):
         _llamacpp_sampler(cfg)
     monkeypatch.undo()
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    need("llama_cpp")
     with pytest.raises(ValueError, match="set sampler_gguf=PATH"):
         _llamacpp_sampler(cfg)
     with pytest.raises(FileNotFoundError, match="no GGUF file at"):

@@ -11,9 +11,11 @@ import json
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("gepa")
+from tests.extras import need
+
+need("torch")
+need("trl")
+need("gepa")
 
 from trace_gym.compare.pipeline import CompareConfig, run_compare  # noqa: E402
 

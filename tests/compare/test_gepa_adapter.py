@@ -4,9 +4,10 @@ import gymnasium as gym
 import pytest
 
 from tests.compare.envs import ENV_ID, MAGIC, InstructionFollower
+from tests.extras import need
 from trace_gym.compare.budget import BudgetExceeded, RolloutBudget
 
-pytest.importorskip("gepa")
+need("gepa")
 
 from trace_gym.baselines.gepa_adapter import (  # noqa: E402
     BudgetStopper,

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("gepa")
+from tests.extras import need
+
+need("torch")
+need("trl")
+need("gepa")
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 

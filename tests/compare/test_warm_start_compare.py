@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("peft")
+from tests.extras import need
+
+need("torch")
+need("trl")
+need("peft")
 
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

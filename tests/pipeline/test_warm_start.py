@@ -9,9 +9,11 @@ import json
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("peft")
+from tests.extras import need
+
+torch = need("torch")
+need("trl")
+need("peft")
 
 from trace_gym.pipeline.warm import (  # noqa: E402
     ADAPTER_DIR,

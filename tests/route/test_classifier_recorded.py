@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.extras import need
+
+torch = need("torch")
 
 from trace_gym.policies.hf import ModelUnavailableError, load_smollm2, tiny_test_model  # noqa: E402
 from trace_gym.route.classifier import ClassifierRouter  # noqa: E402

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.extras import need
+
 pytestmark = pytest.mark.model
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = need("torch")
+transformers = need("transformers")
 
 
 def _tiny_model(vocab_size: int):
@@ -19,7 +21,7 @@ def _tiny_model(vocab_size: int):
 
 def _byte_level_tokenizer():
     """A tokenizer built in memory (no download): byte-level BPE without merges, plus a chat template."""
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = need("tokenizers")
     alphabet = sorted(tokenizers.pre_tokenizers.ByteLevel.alphabet())
     vocab = {c: i for i, c in enumerate(alphabet)}
     for special in ("<s>", "</s>", "<pad>"):

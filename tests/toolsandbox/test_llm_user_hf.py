@@ -3,7 +3,9 @@
 import gymnasium as gym
 import pytest
 
-pytest.importorskip("torch")
+from tests.extras import need
+
+need("torch")
 
 import trace_gym  # noqa: E402,F401
 

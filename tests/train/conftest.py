@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import tests.train.envs  # noqa: F401  (registers trace-test/train-*)
+from tests.extras import need
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -15,7 +16,7 @@ def _one_thread_for_training_tests(one_torch_thread):
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    pytest.importorskip("transformers")
+    need("transformers")
     from trace_gym.policies.hf import ModelUnavailableError, load_smollm2_tokenizer
 
     try:
