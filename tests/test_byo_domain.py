@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.extras import need
+from tests.extras import need, need_smollm2
 from trace_gym.capabilities.dict_domain import DictDomain, DomainTool
 from trace_gym.capabilities.domains import domain_names, get_domain, reset_domains
 from trace_gym.capabilities.plugins import DomainPluginError
@@ -209,12 +209,8 @@ def test_the_example_runs_the_whole_loop_with_the_tiny_model(private_dir):
     need("torch")
     need("trl")
     need("peft")
-    from trace_gym.policies.hf import ModelUnavailableError, smollm2_gguf_path
 
-    try:
-        smollm2_gguf_path()  # the tiny model borrows SmolLM2's tokenizer
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()  # the tiny model borrows SmolLM2's tokenizer
     env = {k: v for k, v in os.environ.items() if k not in ("TRACE_GYM_DOMAINS", "TRACE_GYM_ENVS_DIR")}
     out = private_dir / "byo"
     proc = subprocess.run([sys.executable, str(EXAMPLE / "run_loop.py"), "--model", "tiny", "--out", str(out)],

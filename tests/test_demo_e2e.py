@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.extras import need
+from tests.extras import need, need_smollm2
 
 need("torch")
 need("trl")
@@ -23,12 +23,8 @@ def test_demo_tiny_end_to_end_and_resume(private_dir):
 
     from trace_gym.cli import main
     from trace_gym.demo import DemoConfig, run_demo
-    from trace_gym.policies.hf import ModelUnavailableError, smollm2_gguf_path
 
-    try:
-        smollm2_gguf_path()  # the tiny model borrows SmolLM2's tokenizer
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()  # the tiny model borrows SmolLM2's tokenizer
     out = private_dir / "demo"
     cfg = DemoConfig.for_run(out=out, model="tiny", target="tau2-retail")
     summary = run_demo(cfg, Console(record=True, width=120))

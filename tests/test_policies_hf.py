@@ -9,7 +9,7 @@ import sys
 import gymnasium as gym
 import pytest
 
-from tests.extras import need
+from tests.extras import need, need_smollm2
 
 need("torch")
 need("transformers")
@@ -19,7 +19,7 @@ try:
 except ImportError:  # tests/ imported as a package
     from tests.helpers_envs import ENV_ID
 
-from trace_gym.policies.hf import HFPolicy, ModelUnavailableError, tiny_test_model  # noqa: E402
+from trace_gym.policies.hf import HFPolicy, tiny_test_model  # noqa: E402
 from trace_gym.policies.prompting import template_messages  # noqa: E402
 from trace_gym.rollout import TrajectoryStore, collect, rollout  # noqa: E402
 
@@ -38,12 +38,11 @@ TOOLS = [{"type": "function", "function": {"name": "write_note", "description": 
 def tiny():
     import torch
 
+    need_smollm2()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a tiny model gains nothing from threads on a shared machine
     try:
         yield tiny_test_model(seed=0)
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
     finally:
         torch.set_num_threads(threads)
 
@@ -217,10 +216,8 @@ def test_importing_policies_does_not_import_torch():
 
 @pytest.mark.slow
 def test_real_smollm2_generates():
-    try:
-        p = HFPolicy.smollm2(device="cpu", max_new_tokens=8, greedy=True)
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()
+    p = HFPolicy.smollm2(device="cpu", max_new_tokens=8, greedy=True)
     assert p.model.config.model_type == "llama" and not hasattr(p.model.config, "quantization_config")
     hello = [{"role": "user", "content": "Say hello."}]
     text = p.act(hello, [])

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.extras import need
+from tests.extras import need, need_smollm2
 
 torch = need("torch")
 peft = need("peft")
@@ -86,10 +86,8 @@ def _smollm2_and_gguf():
     from trace_gym.policies.hf import load_smollm2
     from trace_gym.policies.hf_models import smollm2_gguf_path
 
-    try:
-        return (*load_smollm2(), smollm2_gguf_path())
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()
+    return (*load_smollm2(), smollm2_gguf_path())
 
 
 def test_a_merged_gguf_is_the_model_with_the_adapter_merged(tmp_path):
@@ -192,10 +190,8 @@ def smollm2():
     need("llama_cpp")
     from trace_gym.policies.hf import load_smollm2
 
-    try:
-        return load_smollm2()
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()
+    return load_smollm2()
 
 
 PROMPT = [{"role": "system", "content": "You are a helpful assistant."},
@@ -471,10 +467,8 @@ def test_attention_heads_come_from_the_model_gguf_and_a_lora_gguf_is_refused(tmp
     from trace_gym.policies.hf_models import smollm2_gguf_path
     from trace_gym.policies.lora_gguf import gguf_attention_heads
 
-    try:
-        source = smollm2_gguf_path()
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()
+    source = smollm2_gguf_path()
     assert gguf_attention_heads(source) == gguf_attention_heads(str(source)) == ("llama", 9, 3)
     model, _ = tiny_test_model(seed=0)
     _adapter(tmp_path / "a", model)

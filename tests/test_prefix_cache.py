@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.extras import need
+from tests.extras import need, need_smollm2
 
 torch = need("torch")
 need("transformers")
 
-from trace_gym.policies.hf import HFPolicy, ModelUnavailableError, tiny_test_model  # noqa: E402
+from trace_gym.policies.hf import HFPolicy, tiny_test_model  # noqa: E402
 from trace_gym.policies.prefix_cache import (  # noqa: E402
     PrefixKVCache,
     cache_argument,
@@ -27,10 +27,8 @@ pytestmark = pytest.mark.model
 
 @pytest.fixture(scope="module")
 def tiny(one_torch_thread):
-    try:
-        return tiny_test_model(seed=0)
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()
+    return tiny_test_model(seed=0)
 
 
 def _kv(model, ids):
