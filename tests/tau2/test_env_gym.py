@@ -11,11 +11,9 @@ from trace_gym.tau2.users import ReplayUser
 
 
 def _corpus_records(domain, variant=None):
-    from trace_gym.datadirs import tau2_data_dir
+    from tests.corpora import tau2_corpus
 
-    path = tau2_data_dir() / "tau2" / "conformance" / f"eval_{domain}.jsonl"
-    if not path.is_file():
-        pytest.skip(f"needs the τ²-bench conformance corpus (../shared/tau2/conformance: not shipped, not rebuilt by `trace-gym data fetch`): no {path.name}")
+    path = tau2_corpus(f"eval_{domain}.jsonl")
     recs = [json.loads(x) for x in path.read_text().splitlines()]
     return [r for r in recs if variant is None or r["variant"] == variant]
 

@@ -8,14 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from trace_gym.datadirs import tau2_data_dir
+from tests.corpora import tau2_corpus
 
 
 def _corpus(name: str) -> Path:
-    path = tau2_data_dir() / "tau2" / "conformance" / name
-    if not path.is_file():
-        pytest.skip(f"needs the τ²-bench conformance corpus (../shared/tau2/conformance: not shipped, not rebuilt by `trace-gym data fetch`): no {name}")
-    return path
+    return tau2_corpus(name)
 
 
 @pytest.mark.slow

@@ -16,19 +16,16 @@ from typing import Any
 
 import pytest
 
-from trace_gym.datadirs import tau2_data_dir
+from tests.corpora import TAU2_MISSING, tau2_corpus_dir
 from trace_gym.tau2.data import load_tasks
 from trace_gym.tau2.engine import Tau2Environment, corpus_uuid_source
 
 HASH_KEYS = ("db_hash", "user_db_hash", "db_canonical_sha256", "user_db_canonical_sha256")
 PUBLIC_SEQUENCES = 24
 PUBLIC_CALLS = 732
-CORPUS_MISSING = "needs the τ²-bench conformance corpus (../shared/tau2/conformance: not shipped, not rebuilt by `trace-gym data fetch`)"
-
 
 def _conformance_dir() -> Path | None:
-    folder = tau2_data_dir() / "tau2" / "conformance"
-    return folder if folder.is_dir() else None
+    return tau2_corpus_dir()
 
 
 @lru_cache(maxsize=1)
@@ -47,7 +44,7 @@ def _tasks() -> dict[str, dict[str, Any]]:
 
 def _need_data() -> None:
     if not _sequences():
-        pytest.skip(CORPUS_MISSING)
+        pytest.skip(TAU2_MISSING)
 
 
 def _injected_source(seq: dict[str, Any]) -> Callable[[], str]:
@@ -138,7 +135,7 @@ def test_every_task_initial_state_hashes() -> None:
     """All 114 telecom tasks: hashes after ``initial_state`` (the initialization actions)."""
     folder = _conformance_dir()
     if folder is None or not (folder / "initial_hashes.json").is_file():
-        pytest.skip(CORPUS_MISSING)
+        pytest.skip(TAU2_MISSING)
     recorded = json.loads((folder / "initial_hashes.json").read_text())["task_initial_states"]["telecom"]
     tasks = _tasks()
     assert set(recorded) == set(tasks) and len(tasks) == 114
@@ -155,7 +152,7 @@ def test_every_task_initial_state_hashes() -> None:
 def test_initial_database_hashes() -> None:
     folder = _conformance_dir()
     if folder is None:
-        pytest.skip(CORPUS_MISSING)
+        pytest.skip(TAU2_MISSING)
     env = Tau2Environment("telecom")
     assert env.hashes() == {
         "db_hash": "304cf5ef059852e117ea801ab9a5efc24c9713ec887679dc2e30acceb4b6742d",

@@ -8,15 +8,12 @@ import json
 
 import pytest
 
-from trace_gym.datadirs import tau2_data_dir
+from tests.corpora import tau2_corpus
 from trace_gym.tau2.tool_conformance import replay_sequence, replay_tool_corpus
 
 
 def _corpus(domain: str):
-    path = tau2_data_dir() / "tau2" / "conformance" / f"tools_{domain}.jsonl"
-    if not path.is_file():
-        pytest.skip(f"needs the τ²-bench conformance corpus (../shared/tau2/conformance: not shipped, not rebuilt by `trace-gym data fetch`): no {path.name}")
-    return path
+    return tau2_corpus(f"tools_{domain}.jsonl")
 
 
 @pytest.mark.parametrize("domain", ["mock", "airline", "retail"])

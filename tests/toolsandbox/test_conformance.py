@@ -6,16 +6,13 @@ import json
 
 import pytest
 
-from trace_gym.datadirs import toolsandbox_data_dir
+from tests.corpora import need_toolsandbox_corpus
 from trace_gym.toolsandbox.conformance import canonical_ids, run_conformance
 
 
 @pytest.fixture(scope="module")
 def corpus():
-    folder = toolsandbox_data_dir() / "conformance"
-    if not any(folder.glob("*.jsonl")):
-        pytest.skip("needs the ToolSandbox conformance corpus (../shared/toolsandbox/conformance: not shipped, not rebuilt by `trace-gym data fetch`)")
-    return folder
+    return need_toolsandbox_corpus()[0].parent
 
 
 def _sample(corpus, per_file=12):

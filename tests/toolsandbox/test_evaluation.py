@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from trace_gym.datadirs import toolsandbox_data_dir
+from tests.corpora import need_toolsandbox_corpus
 from trace_gym.toolsandbox.evaluation import (
     EvaluationInputError,
     Trajectory,
@@ -97,10 +97,7 @@ def constraint(database: str, similarity: str, rows: list[dict[str, Any]], kinds
 
 def record(record_id: str) -> dict[str, Any]:
     """One record of the public conformance corpus (the test skips without the corpus; a missing record fails)."""
-    files = sorted((toolsandbox_data_dir() / "conformance").glob("*.jsonl"))
-    if not files:
-        pytest.skip("needs the ToolSandbox conformance corpus (../shared/toolsandbox/conformance: not shipped, not rebuilt by `trace-gym data fetch`)")
-    for path in files:
+    for path in need_toolsandbox_corpus():
         for line in path.read_text(encoding="utf-8").splitlines():
             if f'"id": "{record_id}"' in line[:300]:
                 return json.loads(line)
@@ -393,9 +390,7 @@ def test_extra_writes_late_and_early() -> None:
 def test_minefield_call_zeroes_the_episode() -> None:
     scenarios = load_scenarios()
     hits = 0
-    path = toolsandbox_data_dir() / "conformance" / "insufficient_information_scenarios.jsonl"
-    if not path.is_file():
-        pytest.skip("needs the ToolSandbox conformance corpus (../shared/toolsandbox/conformance: not shipped, not rebuilt by `trace-gym data fetch`)")
+    path = need_toolsandbox_corpus()[0].parent / "insufficient_information_scenarios.jsonl"
     for line in path.read_text(encoding="utf-8").splitlines():
         rec = json.loads(line)
         if rec["kind"] not in ("minefield_call", "oracle") or rec["result"]["exception"]:

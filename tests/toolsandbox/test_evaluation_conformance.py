@@ -11,23 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from trace_gym.datadirs import toolsandbox_data_dir
+from tests.corpora import TOOLSANDBOX_MISSING, toolsandbox_corpus_files
 from trace_gym.toolsandbox.conformance import score_corpus, score_record
 from trace_gym.toolsandbox.scenarios import load_scenarios
 
-
-def _corpus_files() -> list[Path]:
-    return sorted((toolsandbox_data_dir() / "conformance").glob("*.jsonl"))
-
-
-FILES = _corpus_files()
+FILES = toolsandbox_corpus_files()
 
 
 def _records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-@pytest.mark.skipif(not FILES, reason="needs the ToolSandbox conformance corpus (../shared/toolsandbox/conformance: not shipped, not rebuilt by `trace-gym data fetch`)")
+@pytest.mark.skipif(not FILES, reason=TOOLSANDBOX_MISSING)
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_every_public_record_is_reproduced(path: Path) -> None:
     scenarios = load_scenarios()
@@ -48,7 +43,7 @@ def test_every_public_record_is_reproduced(path: Path) -> None:
     print(f"{path.stem}: {len(records)} records, {1000 * sum(elapsed) / len(records):.2f} ms per evaluation")
 
 
-@pytest.mark.skipif(not FILES, reason="needs the ToolSandbox conformance corpus (../shared/toolsandbox/conformance: not shipped, not rebuilt by `trace-gym data fetch`)")
+@pytest.mark.skipif(not FILES, reason=TOOLSANDBOX_MISSING)
 def test_score_corpus_counts_and_reports_disagreements(tmp_path: Path) -> None:
     records = _records(FILES[0])[:6]
     agree, total, failures = score_corpus([FILES[0]])

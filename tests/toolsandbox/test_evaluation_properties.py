@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from trace_gym.datadirs import toolsandbox_data_dir
+from tests.corpora import TOOLSANDBOX_MISSING, toolsandbox_corpus_files
 from trace_gym.toolsandbox.evaluation import EvaluationInputError, evaluate, first_user_index
 from trace_gym.toolsandbox.scenarios import ColumnSimilarity, load_scenarios, thaw
 from trace_gym.toolsandbox.similarity import rouge_l, table_similarity
@@ -28,9 +28,8 @@ RECORD_IDS = [
 
 @lru_cache(maxsize=1)
 def _corpus() -> dict[str, dict[str, Any]]:
-    root = toolsandbox_data_dir()
     out = {}
-    for path in sorted((root / "conformance").glob("*.jsonl")):
+    for path in toolsandbox_corpus_files():
         for line in path.read_text(encoding="utf-8").splitlines():
             rec = json.loads(line)
             if rec["id"] in RECORD_IDS or (rec["kind"] == "oracle" and load_scenarios()[rec["scenario"]].minefields):
@@ -41,7 +40,7 @@ def _corpus() -> dict[str, dict[str, Any]]:
 def _need_corpus() -> dict[str, dict[str, Any]]:
     corpus = _corpus()
     if not corpus:
-        pytest.skip("needs the ToolSandbox conformance corpus (../shared/toolsandbox/conformance: not shipped, not rebuilt by `trace-gym data fetch`)")
+        pytest.skip(TOOLSANDBOX_MISSING)
     return corpus
 
 
