@@ -124,14 +124,10 @@ def _action(rng: random.Random, tools: list[str], max_size: int) -> tuple[str, s
 
 
 def _make(env_id: str) -> Any:
-    from trace_gym.datadirs import DataDirError
 
-    try:
-        env = gym.make(env_id, disable_env_checker=True)
-        env.reset(seed=0)
-        return env
-    except DataDirError as exc:
-        return str(exc)
+    env = gym.make(env_id, disable_env_checker=True)
+    env.reset(seed=0)
+    return env
 
 
 def fuzz_id(env_id: str, n_actions: int, seed: int, max_size: int, warmup: int = 200, trace_slow: int = 0) -> IdReport:

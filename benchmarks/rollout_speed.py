@@ -390,7 +390,7 @@ def run_part(version: str, code: Path, part: str, a: argparse.Namespace, out: Pa
         cmd += ["--train-extra", json.dumps(a.fast_settings)]
     elif version == LLAMACPP and part == "grpo":  # head-fast's settings, sampling in llama.cpp
         cmd += ["--train-extra", json.dumps({**a.fast_settings, "backend": "llamacpp"})]
-    from trace_gym.datadirs import toolsandbox_data_dir
+    from trace_gym.data import toolsandbox_data_dir
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1",
            "TOOLSANDBOX_DATA_DIR": str(toolsandbox_data_dir())}  # the baseline looks for data beside its own code

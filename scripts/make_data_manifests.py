@@ -1,12 +1,14 @@
 """Write the checksum manifests that ``trace-gym data`` verifies benchmark data against.
 
-    python scripts/make_data_manifests.py [--shared ../shared] [--out trace_gym/checksums]
+    python scripts/make_data_manifests.py [--shared ../shared] [--out trace_gym/data]
 
 Reads a verified copy of the data (τ²-bench 1.0.1 under ``SHARED/tau2``, ToolSandbox under
 ``SHARED/toolsandbox``) and writes, per benchmark, one JSON file with the sha256 and size of
-every file plus, for τ²-bench, where each file comes from in the upstream source archive.
-Only checksums are written, never the data.  The output is deterministic: run it again after
-the data changes and commit the result.
+every file plus, for τ²-bench, where each file comes from in the upstream source archive
+(``OUT/checksums/<benchmark>.json``), and the packaged copy: the files the engine reads and the
+upstream LICENSE (``OUT/packaged/<benchmark>/``, see :func:`trace_gym.data.manifest.packaged_files`).
+The conformance corpora and evaluation spec are never packaged.  The output is deterministic: run
+it again after the data changes and commit the result.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shutil
 from pathlib import Path
+
+from trace_gym.data.manifest import packaged_files
 
 # τ²-bench: where each data file comes from in sierra-research/tau2-bench's source archive.
 # Files are byte-identical to tag v1.0.1 unless noted; ``keep_keys`` means the file is the
@@ -76,6 +81,7 @@ def tau2_manifest(root: Path) -> dict:
         "name": "τ²-bench",
         "version": "1.0.1",
         "layout": "files live under <data root>/tau2/ (the data root is what TAU2_DATA_DIR names)",
+        "files_under": "tau2",
         "archive": {
             "repository": "sierra-research/tau2-bench",
             "url": "https://codeload.github.com/sierra-research/tau2-bench/tar.gz/refs/tags/{tag}",
@@ -96,6 +102,7 @@ def toolsandbox_manifest(root: Path) -> dict:
         "name": "ToolSandbox",
         "version": f"{meta['upstream']['repository']}@{meta['upstream']['commit'][:12]}",
         "layout": "files live directly in the data folder (what TOOLSANDBOX_DATA_DIR names)",
+        "files_under": "",
         "archive": None,
         "files": files,
     }
@@ -105,14 +112,22 @@ def main() -> None:
     here = Path(__file__).resolve().parent.parent
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shared", default=str(here.parent / "shared"), help="folder holding tau2/ and toolsandbox/")
-    ap.add_argument("--out", default=str(here / "trace_gym" / "checksums"))
+    ap.add_argument("--out", default=str(here / "trace_gym" / "data"))
     args = ap.parse_args()
     shared, out = Path(args.shared), Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    (out / "checksums").mkdir(parents=True, exist_ok=True)
     for name, build in (("tau2", tau2_manifest), ("toolsandbox", toolsandbox_manifest)):
         doc = build(shared / name)
-        (out / f"{name}.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(f"{out / name}.json: {len(doc['files'])} files")
+        target = out / "checksums" / f"{name}.json"
+        target.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"{target}: {len(doc['files'])} files")
+        packaged = out / "packaged" / name
+        shutil.rmtree(packaged, ignore_errors=True)
+        for rel in packaged_files(doc):
+            dest = packaged / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(shared / name / rel, dest)
+        print(f"{packaged}: {len(packaged_files(doc))} files")
 
 
 if __name__ == "__main__":

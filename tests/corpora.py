@@ -1,9 +1,8 @@
-"""The conformance corpora: outputs of the real upstream code, recorded once, that the engines replay.
+"""Where the tests find the conformance corpora: recorded from the real benchmarks, never shipped in the package.
 
-They live in the development data beside the checkout (``../shared/tau2/conformance`` and
-``../shared/toolsandbox/conformance``); they are not shipped with the package and ``trace-gym data
-fetch`` cannot rebuild them.  A test that replays one skips, naming the corpus, where it is absent.
-Every lookup of a corpus goes through this module.
+They are in a complete data folder: the one the data variable names, a copy ``trace-gym data fetch`` installed
+from a complete mirror, or the development ``../shared`` beside the checkout.  A test that needs them and finds
+none is skipped, and its reason says so.
 """
 
 from __future__ import annotations
@@ -12,35 +11,46 @@ from pathlib import Path
 
 import pytest
 
-from trace_gym.datadirs import tau2_data_dir, toolsandbox_data_dir
+from trace_gym.data import locate
 
-_WHY = "not shipped, not rebuilt by `trace-gym data fetch`"
-TAU2_MISSING = f"needs the τ²-bench conformance corpus (../shared/tau2/conformance: {_WHY})"
-TOOLSANDBOX_MISSING = f"needs the ToolSandbox conformance corpus (../shared/toolsandbox/conformance: {_WHY})"
-
-
-def tau2_corpus_dir() -> Path | None:
-    """The τ²-bench corpus folder (``tools_<domain>.jsonl``, ``eval_<domain>.jsonl``, ``initial_hashes.json``), or None."""
-    folder = tau2_data_dir() / "tau2" / "conformance"
-    return folder if folder.is_dir() else None
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+_SUB = {"tau2": Path("tau2") / "conformance", "toolsandbox": Path("conformance")}
 
 
-def tau2_corpus(name: str) -> Path:
-    """One file of the τ²-bench corpus; the test skips without it."""
-    folder = tau2_corpus_dir()
-    if folder is None or not (folder / name).is_file():
-        pytest.skip(f"{TAU2_MISSING}: no {name}")
-    return folder / name
+def find_corpus_dir(benchmark: str) -> Path | None:
+    """The folder of ``benchmark``'s conformance corpora (``None``: not on this machine)."""
+    found, _ = locate(benchmark)
+    places = [found.path] if found is not None and found.how != "packaged" else []
+    if found is None or found.how != "env":  # a data variable is the only place looked at
+        places.append(SHARED if benchmark == "tau2" else SHARED / "toolsandbox")
+    for place in places:
+        if (place / _SUB[benchmark]).is_dir():
+            return place / _SUB[benchmark]
+    return None
 
 
-def toolsandbox_corpus_files() -> list[Path]:
-    """The ToolSandbox corpus files (``<source>.jsonl``), sorted; empty without the corpus."""
-    return sorted((toolsandbox_data_dir() / "conformance").glob("*.jsonl"))
+def missing(benchmark: str) -> str:
+    """The reason a test that needs ``benchmark``'s corpora gives when they are not on this machine."""
+    return (f"the {benchmark} conformance corpora are not on this machine (they are not shipped in the "
+            f"package; tests read them from {SHARED / benchmark} or a complete data folder)")
 
 
-def need_toolsandbox_corpus() -> list[Path]:
-    """The ToolSandbox corpus files; the test skips without them."""
-    files = toolsandbox_corpus_files()
-    if not files:
-        pytest.skip(TOOLSANDBOX_MISSING)
-    return files
+def corpus_files(benchmark: str) -> list[Path]:
+    """The ``*.jsonl`` files of ``benchmark``'s corpora, sorted (empty: not on this machine)."""
+    folder = find_corpus_dir(benchmark)
+    return sorted(folder.glob("*.jsonl")) if folder is not None else []
+
+
+def corpus_dir(benchmark: str) -> Path:
+    """:func:`find_corpus_dir`, skipping the calling test (with the reason) when there is none."""
+    folder = find_corpus_dir(benchmark)
+    if folder is None:
+        pytest.skip(missing(benchmark))
+    return folder
+
+
+def complete_copy(benchmark: str) -> Path:
+    """A complete data folder of ``benchmark`` (the corpora and every upstream file, beyond what the package
+    ships), as a data root; the calling test is skipped when there is none."""
+    folder = corpus_dir(benchmark)
+    return folder.parent.parent if benchmark == "tau2" else folder.parent

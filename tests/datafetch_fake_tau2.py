@@ -180,3 +180,21 @@ def upstream_source() -> str | None:
     """The tau2-bench v1.0.1 source named by ``UPSTREAM_ENV`` (a folder or archive), or ``None``."""
     value = os.environ.get(UPSTREAM_ENV)
     return value if value and Path(value).expanduser().exists() else None
+
+
+def use_manifest(monkeypatch, benchmark: str, manifest: dict) -> None:
+    """Make every module of :mod:`trace_gym.data` read ``manifest`` for ``benchmark`` (others stay real)."""
+    import importlib
+
+    from trace_gym.data import manifest as manifest_module
+
+    real = manifest_module.load_manifest
+
+    def fake(b: str) -> dict:
+        return manifest if b == benchmark else real(b)
+
+    for name in ("trace_gym.data", "trace_gym.data.manifest", "trace_gym.data.status", "trace_gym.data.tau2_export",
+                 "trace_gym.data.toolsandbox_export"):
+        module = importlib.import_module(name)
+        if hasattr(module, "load_manifest"):
+            monkeypatch.setattr(module, "load_manifest", fake)

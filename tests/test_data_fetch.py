@@ -19,11 +19,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.datafetch_fake_tau2 import FILES, UPSTREAM_ENV, reader, upstream_source, write_tree
-from trace_gym import datafetch
+from tests.corpora import complete_copy
+from tests.datafetch_fake_tau2 import FILES, UPSTREAM_ENV, reader, upstream_source, use_manifest, write_tree
+from trace_gym import data as datafetch
 from trace_gym.cli import main
-from trace_gym.datadirs import DataDirError, locate, tau2_data_dir, toolsandbox_data_dir
-from trace_gym.datafetch import DataFetchError, fetch, load_manifest, verify_folder
+from trace_gym.data import (
+    DataDirError,
+    DataFetchError,
+    fetch,
+    load_manifest,
+    locate,
+    packaged_files,
+    packaged_root,
+    tau2_data_dir,
+    toolsandbox_data_dir,
+    verify_folder,
+)
 
 
 @pytest.fixture
@@ -109,16 +120,63 @@ def test_manifests_have_checksums_only():
     assert tau2["files"]["domains/airline/db.json"]["source"] == {"tag": "v1.0.1", "path": "data/tau2/domains/airline/db.json"}
     assert tau2["files"]["domains/airline/tools.json"]["source"] is None  # not a file in the archive ...
     assert tau2["files"]["domains/airline/tools.json"]["derive"] == {"tag": "v1.0.1", "domain": "airline"}  # derived
-    shipped = Path(__file__).resolve().parent.parent / "trace_gym" / "checksums"
+    shipped = Path(__file__).resolve().parent.parent / "trace_gym" / "data" / "checksums"
     assert sorted(p.name for p in shipped.iterdir()) == ["tau2.json", "toolsandbox.json"]
 
 
-def test_status_finds_the_sibling_data_and_it_verifies(tau2_data, capsys):
+def test_status_finds_the_data_and_it_verifies(tau2_data, capsys):
     check = verify_folder("tau2", tau2_data)
     assert check["complete"] and not check["mismatch"]
     assert main(["data", "status"]) == 0
     out = capsys.readouterr().out
     assert "τ²-bench" in out and "version: 1.0.1" in out and "ToolSandbox" in out
+
+
+@pytest.mark.parametrize("benchmark", ["tau2", "toolsandbox"])
+def test_the_packaged_copy_is_exactly_the_engine_files_and_licence_and_verifies(benchmark):
+    manifest = load_manifest(benchmark)
+    root = packaged_root() / benchmark
+    shipped = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    assert shipped == packaged_files(manifest)
+    assert "LICENSE" in shipped and all(manifest["files"][r]["required"] for r in shipped if r != "LICENSE")
+    assert [r for r, e in manifest["files"].items() if e["required"] and r not in shipped] == []
+    check = verify_folder(benchmark, packaged_root() if manifest["files_under"] else root)
+    assert check["complete"] and not check["mismatch"] and sorted(check["ok"]) == shipped
+    assert not [r for r in shipped if r.startswith("conformance/") or r == "EVALUATION.md"]
+
+
+def test_lookup_order_variable_cache_packaged_sibling(tmp_path, monkeypatch, capsys):
+    """The data variable, then the cache, then the packaged copy, then ../shared; status names the one used."""
+    monkeypatch.setenv("TRACE_GYM_CACHE_DIR", str(tmp_path / "cache"))
+    for var in ("TAU2_DATA_DIR", "TOOLSANDBOX_DATA_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    for bench in ("tau2", "toolsandbox"):
+        found, tried = locate(bench)
+        assert found.how == "packaged" and found.path == (packaged_root() if bench == "tau2" else packaged_root() / bench)
+        assert tried[0] == str(tmp_path / "cache" / "data" / ("tau2-1.0.1" if bench == "tau2" else "toolsandbox"))
+    assert main(["data", "status"]) == 0
+    assert capsys.readouterr().out.count("(the copy packaged with trace-gym)") == 2
+    # a copy in the cache comes first
+    cached = tmp_path / "cache" / "data" / "toolsandbox"
+    shutil.copytree(packaged_root() / "toolsandbox", cached)
+    assert locate("toolsandbox")[0].how == "cache" and toolsandbox_data_dir() == cached
+    # the variable comes first of all
+    monkeypatch.setenv("TOOLSANDBOX_DATA_DIR", str(packaged_root() / "toolsandbox"))
+    assert locate("toolsandbox")[0].how == "env"
+    # without a packaged copy (a source checkout stripped of it), the development ../shared is found
+    monkeypatch.delenv("TOOLSANDBOX_DATA_DIR")
+    shutil.rmtree(cached)
+    from trace_gym.data import locations as locate_module
+
+    monkeypatch.setattr(locate_module, "packaged_root", lambda: tmp_path / "no-package-data")
+    shared = tmp_path / "checkout" / "shared"
+    shutil.copytree(packaged_root() / "toolsandbox", shared / "toolsandbox")
+    monkeypatch.chdir(tmp_path / "checkout")
+    found, tried = locate("toolsandbox")
+    beside_checkout = Path(__file__).resolve().parents[1].parent / "shared" / "toolsandbox"  # looked at first
+    assert found.how == "sibling"
+    assert found.path == (beside_checkout if beside_checkout.is_dir() else shared / "toolsandbox")
+    assert str(tmp_path / "no-package-data" / "toolsandbox") in tried
 
 
 def test_status_without_data_names_the_verb(tmp_path, monkeypatch, capsys):
@@ -136,13 +194,29 @@ def test_status_without_data_names_the_verb(tmp_path, monkeypatch, capsys):
         toolsandbox_data_dir()
 
 
-def test_fetch_from_a_local_archive_verifies_and_is_found_afterwards(tau2_data, tmp_path, cache, monkeypatch, capsys):
-    archive = _upstream_like_archive(tau2_data, tmp_path)
+@pytest.fixture(scope="module")
+def tau2_full():
+    """A complete τ²-bench data folder (upstream's files beyond the packaged ones, for archives like upstream's)."""
+    return complete_copy("tau2")
+
+
+@pytest.fixture(scope="module")
+def toolsandbox_full():
+    """A complete ToolSandbox data folder (with the corpora the package does not ship)."""
+    return complete_copy("toolsandbox")
+
+
+def test_fetch_from_a_local_archive_verifies_and_is_found_afterwards(tau2_full, tmp_path, cache, monkeypatch, capsys):
+    archive = _upstream_like_archive(tau2_full, tmp_path)
     assert main(["data", "fetch", "tau2", "--from", str(archive)]) == 0
     out = capsys.readouterr().out
     assert "verified files" in out and "tools.json" in out  # says which generated files the source lacked
     installed = cache / "data" / "tau2-1.0.1"
     manifest = load_manifest("tau2")
+    packaged = packaged_files(manifest)
+    copied = [r for r in packaged if not manifest["files"][r].get("derive")]  # the schemas come from code only
+    assert f"byte-identical to the packaged copy: {len(copied)} of {len(packaged)} packaged files" in out
+    assert "not installed: domains/airline/tools.json" in out
     check = verify_folder("tau2", installed)
     upstream = {r for r, e in manifest["files"].items() if e["source"]}
     assert set(check["ok"]) == upstream and not check["mismatch"]
@@ -157,8 +231,8 @@ def test_fetch_from_a_local_archive_verifies_and_is_found_afterwards(tau2_data, 
     assert not list(installed.parent.glob(".*partial*"))
 
 
-def test_fetch_over_loopback_http(tau2_data, tmp_path, cache, loopback_server):
-    archive = _upstream_like_archive(tau2_data, tmp_path)
+def test_fetch_over_loopback_http(tau2_full, tmp_path, cache, loopback_server):
+    archive = _upstream_like_archive(tau2_full, tmp_path)
     url = f"{loopback_server(archive.parent)}/{archive.name}"
     result = fetch("tau2", url, log=lambda _m: None)
     assert Path(result["path"]) == cache / "data" / "tau2-1.0.1"
@@ -166,9 +240,9 @@ def test_fetch_over_loopback_http(tau2_data, tmp_path, cache, loopback_server):
     # a zip of a complete data folder (a mirror), over HTTP too: every file, generated ones included
     mirror = tmp_path / "mirror.zip"
     with zipfile.ZipFile(mirror, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted((tau2_data / "tau2").rglob("*")):
+        for path in sorted((tau2_full / "tau2").rglob("*")):
             if path.is_file():
-                zf.write(path, f"tau2-data/tau2/{path.relative_to(tau2_data / 'tau2').as_posix()}")
+                zf.write(path, f"tau2-data/tau2/{path.relative_to(tau2_full / 'tau2').as_posix()}")
     result = fetch("tau2", f"{loopback_server(tmp_path)}/mirror.zip", log=lambda _m: None)
     assert result["not_in_source"] == [] and verify_folder("tau2", Path(result["path"]))["complete"]
 
@@ -179,7 +253,7 @@ def _archive(top: Path, dest: Path) -> Path:
     return dest
 
 
-def test_fetch_from_a_mirror_of_both_upstream_tags(tau2_data, tmp_path, cache, loopback_server):
+def test_fetch_from_a_mirror_of_both_upstream_tags(tau2_full, tmp_path, cache, loopback_server):
     """The default path: tag v1.0.1's archive has a different telecom tasks file (every generated task)
     and more splits, in upstream's order; the base tasks come from tag v0.2.0's archive."""
     manifest = load_manifest("tau2")
@@ -189,16 +263,16 @@ def test_fetch_from_a_mirror_of_both_upstream_tags(tau2_data, tmp_path, cache, l
         if entry["source"] and entry["source"]["tag"] == "v1.0.1":
             target = v101 / entry["source"]["path"]
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(tau2_data / "tau2" / rel, target)
+            shutil.copyfile(tau2_full / "tau2" / rel, target)
     telecom = v101 / "data/tau2/domains/telecom"
-    base = json.loads((tau2_data / "tau2/domains/telecom/split_tasks.json").read_text())
+    base = json.loads((tau2_full / "tau2/domains/telecom/split_tasks.json").read_text())
     upstream_splits = {"small": base["test"][:3], "train": base["train"], "test": base["test"], "full": base["base"] * 2,
                        "base": base["base"]}
     (telecom / "split_tasks.json").write_text(json.dumps(upstream_splits, indent=4) + "\n")
     (telecom / "tasks.json").write_text(json.dumps([{"id": "every generated task"}]))
     v020 = tmp_path / "src" / "tau2-bench-0.2.0"
     (v020 / "data/tau2/domains/telecom").mkdir(parents=True)
-    shutil.copyfile(tau2_data / "tau2/domains/telecom/tasks.json", v020 / "data/tau2/domains/telecom/tasks.json")
+    shutil.copyfile(tau2_full / "tau2/domains/telecom/tasks.json", v020 / "data/tau2/domains/telecom/tasks.json")
     (v020 / "data/tau2/domains/airline").mkdir(parents=True)
     (v020 / "data/tau2/domains/airline/db.json").write_text("{}")  # an older file the fetch must not take
     served = tmp_path / "served" / "tau2-bench"
@@ -210,20 +284,20 @@ def test_fetch_from_a_mirror_of_both_upstream_tags(tau2_data, tmp_path, cache, l
     assert set(check["ok"]) == {r for r, e in manifest["files"].items() if e["source"]} and not check["mismatch"]
 
 
-def test_a_complete_mirror_folder_gives_a_complete_copy(tau2_data, tmp_path, cache):
-    result = fetch("tau2", str(tau2_data), dest=tmp_path / "copy", log=lambda _m: None)
+def test_a_complete_mirror_folder_gives_a_complete_copy(tau2_full, tmp_path, cache):
+    result = fetch("tau2", str(tau2_full), dest=tmp_path / "copy", log=lambda _m: None)
     assert result["not_in_source"] == []
     assert verify_folder("tau2", tmp_path / "copy")["complete"]
 
 
-def test_a_corrupted_file_fails_and_leaves_nothing(tau2_data, tmp_path, cache, loopback_server):
-    bad = _upstream_like_archive(tau2_data, tmp_path, corrupt="domains/retail/tasks.json")
+def test_a_corrupted_file_fails_and_leaves_nothing(tau2_full, tmp_path, cache, loopback_server):
+    bad = _upstream_like_archive(tau2_full, tmp_path, corrupt="domains/retail/tasks.json")
     with pytest.raises(DataFetchError, match=r"domains/retail/tasks\.json.*(corrupted|mismatch)"):
         fetch("tau2", str(bad), log=lambda _m: None)
     assert not (cache / "data" / "tau2-1.0.1").exists()
     assert list((cache / "data").iterdir()) == []  # no staging folder left behind
     # the same over HTTP, through the CLI: one error line, exit 1, an older good copy untouched
-    good = fetch("tau2", str(_upstream_like_archive(tau2_data, tmp_path / "g")), log=lambda _m: None)
+    good = fetch("tau2", str(_upstream_like_archive(tau2_full, tmp_path / "g")), log=lambda _m: None)
     before = verify_folder("tau2", Path(good["path"]))["ok"]
     url = f"{loopback_server(bad.parent)}/{bad.name}"
     assert main(["data", "fetch", "tau2", "--from", url]) == 1
@@ -239,7 +313,7 @@ def test_fetch_errors_are_one_line(tmp_path, cache, capsys, monkeypatch):
     (tmp_path / "junk.tar.gz").write_bytes(b"not an archive")
     assert main(["data", "fetch", "tau2", "--from", str(tmp_path / "junk.tar.gz")]) == 1
     assert "archive" in capsys.readouterr().err
-    from trace_gym.toolsandbox import export
+    from trace_gym.data import toolsandbox_export as export
 
     monkeypatch.setattr(export, "ARCHIVE_URL", "http://127.0.0.1:9/{commit}.tar.gz")  # no network: nothing listens
     assert main(["data", "fetch", "toolsandbox"]) == 1
@@ -247,8 +321,8 @@ def test_fetch_errors_are_one_line(tmp_path, cache, capsys, monkeypatch):
     assert err and err[-1].startswith("error:") and "--from" in err[-1]
 
 
-def test_toolsandbox_from_a_folder(toolsandbox_data, tmp_path, cache):
-    result = fetch("toolsandbox", str(toolsandbox_data), log=lambda _m: None)
+def test_toolsandbox_from_a_folder(toolsandbox_full, tmp_path, cache):
+    result = fetch("toolsandbox", str(toolsandbox_full), log=lambda _m: None)
     assert verify_folder("toolsandbox", Path(result["path"]))["complete"]
 
 
@@ -264,13 +338,13 @@ def _stand_in_manifest(monkeypatch) -> dict:
     manifest = json.loads(json.dumps(real("tau2")))
     for name, data in out.items():
         manifest["files"][f"domains/mock/{name}"].update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
-    monkeypatch.setattr(datafetch, "load_manifest", lambda b: manifest if b == "tau2" else real(b))
+    use_manifest(monkeypatch, "tau2", manifest)
     return {f"domains/mock/{n}": d for n, d in out.items()}
 
 
-def test_fetch_derives_tool_schemas_from_the_archives_code(tau2_data, tmp_path, cache, monkeypatch, capsys):
+def test_fetch_derives_tool_schemas_from_the_archives_code(tau2_full, tmp_path, cache, monkeypatch, capsys):
     expected = _stand_in_manifest(monkeypatch)
-    archive = _upstream_like_archive(tau2_data, tmp_path, code=FILES)
+    archive = _upstream_like_archive(tau2_full, tmp_path, code=FILES)
     assert main(["data", "fetch", "tau2", "--from", str(archive)]) == 0
     out = capsys.readouterr().out
     assert "derived 2 of them from the source's Python code" in out and "domains/mock/user_tools.json" in out
@@ -294,30 +368,30 @@ def test_fetch_derives_tool_schemas_from_the_archives_code(tau2_data, tmp_path, 
     assert datafetch.status("tau2")["mismatch"] == ["domains/mock/tools.json"]
 
 
-def test_derived_schemas_that_differ_fail_and_leave_nothing(tau2_data, tmp_path, cache):
+def test_derived_schemas_that_differ_fail_and_leave_nothing(tau2_full, tmp_path, cache):
     """The stand-in's code is not tau2 1.0.1's: what it yields differs from the shipped checksums."""
-    archive = _upstream_like_archive(tau2_data, tmp_path, code=FILES)
+    archive = _upstream_like_archive(tau2_full, tmp_path, code=FILES)
     with pytest.raises(DataFetchError, match=r"domains/mock/tools\.json: derived from the Python code, but the result "
                                              r"differs from the checksum"):
         fetch("tau2", str(archive), log=lambda _m: None)
     assert not (cache / "data").exists() or list((cache / "data").iterdir()) == []
     broken = {**FILES, "src/tau2/domains/mock/tools.py": FILES["src/tau2/domains/mock/tools.py"].replace(
         "from tau2.domains.mock.data_model", "from tau2.domains.mock.gone")}
-    archive = _upstream_like_archive(tau2_data, tmp_path / "b", code=broken)
+    archive = _upstream_like_archive(tau2_full, tmp_path / "b", code=broken)
     with pytest.raises(DataFetchError, match=r"cannot derive it from the Python code .*gone\.py: not in the source"):
         fetch("tau2", str(archive), log=lambda _m: None)
 
 
-def test_fetch_with_upstream_code_gives_every_file_the_engine_reads(tau2_data, tmp_path, cache, loopback_server):
+def test_fetch_with_upstream_code_gives_every_file_the_engine_reads(tau2_full, tmp_path, cache, loopback_server):
     """Upstream's own code (not part of this repository): set TAU2_BENCH_SOURCE to run this."""
     source = upstream_source()
     if source is None:
         pytest.skip(f"set {UPSTREAM_ENV} to a tau2-bench v1.0.1 checkout or source archive")
-    archive = _upstream_like_archive(tau2_data, tmp_path, code=source)
+    archive = _upstream_like_archive(tau2_full, tmp_path, code=source)
     result = fetch("tau2", f"{loopback_server(archive.parent)}/{archive.name}", log=lambda _m: None)
     manifest = load_manifest("tau2")
     assert result["derived"] == sorted(r for r, e in manifest["files"].items() if e.get("derive"))
     check = verify_folder("tau2", Path(result["path"]))
     assert check["complete"] and not check["missing_required"] and not check["mismatch"]
     for rel in result["derived"]:
-        assert (Path(result["path"]) / "tau2" / rel).read_bytes() == (tau2_data / "tau2" / rel).read_bytes()
+        assert (Path(result["path"]) / "tau2" / rel).read_bytes() == (tau2_full / "tau2" / rel).read_bytes()

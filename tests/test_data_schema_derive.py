@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.datafetch_fake_tau2 import DATA_MODEL, FILES, UPSTREAM_ENV, reader, upstream_source
-from trace_gym.datafetch import _open_source, load_manifest
+from trace_gym.data import load_manifest
+from trace_gym.data.archive import open_source
 from trace_gym.tau2.schema_derive import SchemaDeriveError, derive_domain
 from trace_gym.tau2.schema_docstrings import DocstringStyleError, parse_docstring
 
@@ -38,7 +39,7 @@ def test_derived_schemas_equal_the_shipped_files_for_every_domain(tau2_data, tmp
     assert sorted(derivable) == ["domains/airline/tools.json", "domains/mock/tools.json", "domains/mock/user_tools.json",
                                  "domains/retail/tools.json", "domains/telecom/tools.json",
                                  "domains/telecom/user_tools.json"]
-    with _open_source(source, tmp_path, lambda _m: None) as files:
+    with open_source(source, tmp_path, lambda _m: None) as files:
         for rel, how in derivable.items():
             out, used = derive_domain(files.first, how["domain"], [Path(rel).name])
             assert out[Path(rel).name] == (tau2_data / "tau2" / rel).read_bytes(), rel  # bytes, not just JSON

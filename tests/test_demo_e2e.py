@@ -16,8 +16,6 @@ need("peft")
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 
-
-
 def test_demo_tiny_end_to_end_and_resume(private_dir):
     from rich.console import Console
 

@@ -1,4 +1,4 @@
-"""The README matches the code: its environment table is the registry's."""
+"""The docs match the code: the environment table of docs/envs.md is the registry's."""
 
 from __future__ import annotations
 
@@ -15,12 +15,15 @@ ROOT = Path(__file__).resolve().parents[1]
 START = "<!-- envs-table:start"
 
 
+ENVS_PAGE = ROOT / "docs" / "envs.md"
+
+
 def readme_block(text: str) -> str:
-    """The README's table, from its start marker comment to its end marker comment, inclusive."""
+    """The page's table, from its start marker comment to its end marker comment, inclusive."""
     i = text.find(START)
     j = text.find(README_END, i)
     if i < 0 or j < 0:
-        raise AssertionError(f"README.md lacks the table markers {START} … {README_END}")
+        raise AssertionError(f"docs/envs.md lacks the table markers {START} … {README_END}")
     return text[i : j + len(README_END)] + "\n"
 
 
@@ -32,12 +35,12 @@ def fresh_registry_table() -> str:
                           check=True, timeout=120).stdout
 
 
-def test_readme_environment_table_is_the_registry():
+def test_docs_environment_table_is_the_registry():
     table = fresh_registry_table()
     assert table.startswith(README_START) and table.rstrip().endswith(README_END)
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert readme_block(readme) == table, (
-        "README.md's environment table differs from the registry; replace the block between the markers with "
+    page = ENVS_PAGE.read_text(encoding="utf-8")
+    assert readme_block(page) == table, (
+        "docs/envs.md's environment table differs from the registry; replace the block between the markers with "
         "the output of `trace-gym envs --markdown`")
 
 
@@ -51,7 +54,7 @@ def test_every_registered_id_has_a_row_and_a_mismatch_is_caught():
     doc = f"intro\n\n{table}\nmore\n"
     assert readme_block(doc) == table
     dropped = "\n".join(line for line in table.splitlines() if "cap-flight-selection" not in line) + "\n"
-    assert readme_block(f"x\n{dropped}") != table  # a row missing from the README fails the check
+    assert readme_block(f"x\n{dropped}") != table  # a row missing from the page fails the check
     with pytest.raises(AssertionError, match="markers"):
         readme_block("no table here")
 
@@ -62,6 +65,6 @@ def test_cells_are_escaped():
 
 
 def test_the_fuzz_table_is_shown_once():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("### Hostile input"):]
+    text = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    section = text[text.index("## Hostile input"):]
     assert section.count("# CPython") == 1 and section.count("trace/toolsandbox-v0  ") == 1

@@ -122,3 +122,100 @@ def test_analysis_capabilities_table_fits_80_columns():
     text = _render(capabilities_table(doc))
     _assert_fits(text, names + ["selected", "10/10", "-0.25"])
     assert "refund-policy-compliance" not in text and "1 capabilities that apply to none" in text
+
+
+GROUPS = ["answerable", "canonicalization", "insufficient_information", "multiple_tool_call", "multiple_user_turn",
+          "single_tool_call", "single_user_turn", "state_dependency"]
+
+
+def _graded_eval(offset: float) -> dict:
+    """A graded evaluation of 24 tasks over ToolSandbox's groups, its scores attached, as compare stores it."""
+    from trace_gym.eval.scores import attach_scores
+
+    tasks = [f"task-{i}" for i in range(24)]
+    rewards = {t: [round((i * 7 % 10) / 10 * (1 - offset) + offset * (i % 2), 3)] for i, t in enumerate(tasks)}
+    doc = {"rewards": rewards, "task_groups": {t: [GROUPS[i % 8], GROUPS[(i + 3) % 8]] for i, t in enumerate(tasks)},
+           "ended": {t: [i % 3 > 0] for i, t in enumerate(tasks)},
+           "refusal_floor": {"rewards": {t: float(i % 8 == 2) for i, t in enumerate(tasks)}},
+           "mean_reward": 0.4, "pass_hat_k": {"1": _pass(0.3125)}, "n_tasks": 24, "trials": 1, "wall_s": 718.0}
+    return attach_scores(doc)
+
+
+def _ci_lines(text: str, value: float, low: float, high: float, signed: bool = False) -> None:
+    """The interval is shown over three lines, each whole: the value, "[low," and "high]"."""
+    s = "+" if signed else ""
+    for part in (f"{value:{s}.3f}", f"[{low:{s}.2f},", f"{high:{s}.2f}]"):
+        assert any(line.split() and part in line.split() for line in text.splitlines()), f"{part!r} not whole:\n{text}"
+
+
+def test_ci_cell_is_three_lines_then_notes():
+    from trace_gym.render import ci_cell
+
+    assert ci_cell(0.38, 0.27, 0.49) == "0.380\n[0.27,\n0.49]"
+    assert ci_cell(0.026, 0.002, 0.057, "4/1/37", signed=True) == "+0.026\n[+0.00,\n+0.06]\n4/1/37"
+    assert ci_cell(-0.008, -0.021, 0.002, signed=True).splitlines()[1:] == ["[-0.02,", "+0.00]"]
+
+
+def _compare_doc(methods=None) -> dict:
+    from trace_gym.compare.report import LABELS
+
+    methods = methods or list(LABELS)
+    return {"target": "trace/toolsandbox-v0", "budget": 168,
+            "methods": {m: {"rollouts": 168, "budget": 168, "train_wall_s": 5436.0, "note": "x",
+                            "eval": _graded_eval(i / 10)} for i, m in enumerate(methods)}}
+
+
+def test_compare_method_table_shows_each_interval_over_three_lines_at_80_columns():
+    from trace_gym.compare.report import LABELS, rich_table
+
+    doc = _compare_doc()
+    text = _render(rich_table(doc))
+    _assert_fits(text, list(LABELS.values()) + ["rollouts", "train s", "eval s"])
+    _ci_lines(text, 0.3125, 0.0625, 0.5625)  # pass^1
+    for m in doc["methods"].values():
+        mean = m["eval"]["scores"]["overall"]["mean"]
+        _ci_lines(text, mean["value"], mean["low"], mean["high"])
+
+
+def test_compare_per_group_tables_fit_80_columns_with_every_interval():
+    from trace_gym.compare.report import rich_paired_table, rich_scores_table
+    from trace_gym.eval.scores import paired_scores
+
+    doc = _compare_doc()
+    text = _render(rich_scores_table(doc))
+    _assert_fits(text, GROUPS + ["overall", "base", "GRPO", "GEPA", "TRACE", "single", "adapter", "floor"])
+    for m in doc["methods"].values():
+        for sc in m["eval"]["scores"]["groups"].values():
+            _ci_lines(text, sc["mean"]["value"], sc["mean"]["low"], sc["mean"]["high"])
+    text = _render(rich_paired_table(doc))
+    _assert_fits(text, GROUPS + ["overall", "GRPO", "GEPA", "TRACE", "single", "adapter"])
+    paired = paired_scores([{**m["eval"], "spec": k} for k, m in doc["methods"].items()])
+    for d in paired.values():
+        for g in [*d["groups"].values(), d["overall"]]:
+            _ci_lines(text, g["value"], g["low"], g["high"], signed=True)
+            assert f"{g['wins']}/{g['losses']}/{g['ties']}" in text
+
+
+def test_trace_vs_baselines_prints_the_same_tables():
+    """benchmarks/trace_vs_baselines.py prints compare's terminal tables, not tables of its own."""
+    from pathlib import Path
+
+    src = (Path(__file__).resolve().parents[1] / "benchmarks" / "trace_vs_baselines.py").read_text(encoding="utf-8")
+    assert "from trace_gym.compare.report import rich_paired_table, rich_scores_table, rich_table" in src
+    assert "Table(" not in src
+
+
+def test_demo_and_eval_per_group_tables_fit_80_columns():
+    from trace_gym.demo.runner import scores_rich_table
+    from trace_gym.eval.report import paired_difference_table
+
+    reports = [{**_graded_eval(i / 10), "spec": name, "policy": name}
+               for i, name in enumerate(["base", "routed", "adapter:cap-0-precondition-verification"])]
+    text = _render(scores_rich_table(reports))
+    _assert_fits(text, GROUPS + ["overall", "base", "routed", "refusal floor"])
+    for rep in reports:
+        for sc in [*rep["scores"]["groups"].values(), rep["scores"]["overall"]]:
+            _ci_lines(text, sc["mean"]["value"], sc["mean"]["low"], sc["mean"]["high"])
+    text = _render(paired_difference_table(reports))
+    _assert_fits(text, GROUPS + ["overall"])
+    assert "[" in text and "]" in text

@@ -22,10 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from trace_gym import datafetch
+from tests.datafetch_fake_tau2 import use_manifest
+from trace_gym import data as datafetch
 from trace_gym.cli import main
-from trace_gym.datafetch import DataFetchError, fetch, verify_folder
-from trace_gym.toolsandbox import export as ex
+from trace_gym.data import DataFetchError, fetch, verify_folder
+from trace_gym.data import toolsandbox_export as ex
 
 CLOCKS = [ex.REFERENCE_CLOCK, *ex.ALTERNATE_CLOCKS]
 INSTRUCTION = "Role play as a user.\n"
@@ -196,7 +197,7 @@ def faked_upstream(tmp_path, monkeypatch):
     manifest = json.loads(json.dumps(real("toolsandbox")))
     for rel, data in ((ex.SCENARIOS, scenarios), ("LICENSE", b"Copyright (C) 2024 Apple Inc.\n")):
         manifest["files"][rel].update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
-    monkeypatch.setattr(datafetch, "load_manifest", lambda b: manifest if b == "toolsandbox" else real(b))
+    use_manifest(monkeypatch, "toolsandbox", manifest)
     return calls
 
 

@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["print_transcript", "message_panel", "fit_table", "compact_table"]
+__all__ = ["print_transcript", "message_panel", "fit_table", "compact_table", "ci_cell"]
 
 _STYLES = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "yellow"}
 
@@ -49,6 +49,15 @@ def fit_table(table: Table, *names: str) -> Table:
         if str(col.header) in names:
             col.no_wrap = True
     return table
+
+
+def ci_cell(value: float, low: float, high: float, *notes: str, signed: bool = False) -> str:
+    """A number and its 95% interval as one terminal table cell over three lines: ``0.380``, ``[0.27,``,
+    ``0.49]`` (``signed`` for differences: ``+0.026``, ``[+0.00,``, ``+0.06]``), then each of ``notes``
+    (counts, shares) on a line of its own.  A column of such cells is 7 characters wide, so a table of several
+    methods' intervals fits an 80-column terminal (markdown keeps ``0.380 [0.27, 0.49]`` on one line)."""
+    sign = "+" if signed else ""
+    return "\n".join([f"{value:{sign}.3f}", f"[{low:{sign}.2f},", f"{high:{sign}.2f}]", *notes])
 
 
 def compact_table(title: str, caption: str | None = None) -> Table:

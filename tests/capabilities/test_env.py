@@ -146,7 +146,7 @@ def test_a_fork_replays_the_reference_to_the_same_final_database(tau2_data):
 
 
 def test_a_missing_database_file_is_an_error_naming_it(tau2_data, tmp_path, monkeypatch):
-    from trace_gym.datadirs import DataDirError, tau2_domain_dir
+    from trace_gym.data import DataDirError, tau2_domain_dir
 
     folder = tmp_path / "tau2" / "domains" / "retail"
     folder.mkdir(parents=True)

@@ -7,13 +7,12 @@ import json
 import pytest
 
 import trace_gym  # noqa: F401
+from tests.corpora import corpus_dir
 from trace_gym.tau2.users import ReplayUser
 
 
 def _corpus_records(domain, variant=None):
-    from tests.corpora import tau2_corpus
-
-    path = tau2_corpus(f"eval_{domain}.jsonl")
+    path = corpus_dir("tau2") / f"eval_{domain}.jsonl"
     recs = [json.loads(x) for x in path.read_text().splitlines()]
     return [r for r in recs if variant is None or r["variant"] == variant]
 

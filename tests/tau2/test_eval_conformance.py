@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.corpora import tau2_corpus
+from tests.corpora import corpus_dir
 
 
 def _corpus(name: str) -> Path:
-    return tau2_corpus(name)
+    path = corpus_dir("tau2") / name
+    assert path.is_file(), f"the corpus folder lacks {name}"
+    return path
 
 
 @pytest.mark.slow

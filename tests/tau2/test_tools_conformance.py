@@ -8,12 +8,14 @@ import json
 
 import pytest
 
-from tests.corpora import tau2_corpus
+from tests.corpora import corpus_dir
 from trace_gym.tau2.tool_conformance import replay_sequence, replay_tool_corpus
 
 
 def _corpus(domain: str):
-    return tau2_corpus(f"tools_{domain}.jsonl")
+    path = corpus_dir("tau2") / f"tools_{domain}.jsonl"
+    assert path.is_file(), f"the corpus folder lacks {path.name}"
+    return path
 
 
 @pytest.mark.parametrize("domain", ["mock", "airline", "retail"])

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.corpora import tau2_corpus
+from tests.corpora import corpus_dir
 from trace_gym.tau2.domain_spec import load_domain
 from trace_gym.tau2.domains import _common
 from trace_gym.tau2.engine import Tau2Environment
@@ -46,7 +46,7 @@ def test_initial_hashes_match_readme(domain):
 
 
 def test_mock_task_initial_states_match_recorded_hashes():
-    recorded = json.loads(tau2_corpus("initial_hashes.json").read_text())
+    recorded = json.loads((corpus_dir("tau2") / "initial_hashes.json").read_text())
     from trace_gym.tau2.data import load_tasks
 
     tasks = {t["id"]: t for t in load_tasks("mock")}

@@ -6,13 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from trace_gym.datadirs import DataDirError, toolsandbox_data_dir
+from trace_gym.data import toolsandbox_data_dir
 
 
 @pytest.fixture(scope="module")
 def root() -> Path:
     """The ToolSandbox data folder; the test is skipped without it."""
-    try:
-        return toolsandbox_data_dir()
-    except DataDirError as exc:
-        pytest.skip(f"ToolSandbox data not available: {exc}")
+    return toolsandbox_data_dir()

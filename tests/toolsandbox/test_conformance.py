@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from tests.corpora import need_toolsandbox_corpus
+from tests.corpora import corpus_dir
 from trace_gym.toolsandbox.conformance import canonical_ids, run_conformance
 
 
 @pytest.fixture(scope="module")
 def corpus():
-    return need_toolsandbox_corpus()[0].parent
+    return corpus_dir("toolsandbox")
 
 
 def _sample(corpus, per_file=12):

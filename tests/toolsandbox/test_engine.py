@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from tests.corpora import need_toolsandbox_corpus
-from trace_gym.datadirs import toolsandbox_data_dir
+from tests.corpora import corpus_dir
+from trace_gym.data import toolsandbox_data_dir
 from trace_gym.toolsandbox.world import REFERENCE_NOW, World, counter_ids
 
 
@@ -239,7 +239,7 @@ def test_replay_stops_at_the_message_cap(data):
 def test_replay_reproduces_recorded_oracles(data):
     from trace_gym.toolsandbox.conformance import check_record
 
-    path = need_toolsandbox_corpus()[0].parent / "multiple_tool_call_scenarios.jsonl"
+    path = corpus_dir("toolsandbox") / "multiple_tool_call_scenarios.jsonl"
     records = [json.loads(line) for line in open(path)]
     checked = 0
     for r in records:

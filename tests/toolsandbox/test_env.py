@@ -8,7 +8,7 @@ import gymnasium as gym
 import pytest
 
 import trace_gym  # noqa: F401  (registers trace/*)
-from tests.corpora import need_toolsandbox_corpus
+from tests.corpora import corpus_dir
 from trace_gym.core import format_tool_call
 
 ENV_ID = "trace/toolsandbox-v0"
@@ -60,7 +60,7 @@ def test_reset_by_name_category_and_seed(root):
 def test_oracle_trajectories_score_as_upstream():
     env = _make(unknown_tool="abort")  # upstream's runner aborts on a tool that is not offered
     checked = 0
-    for path in need_toolsandbox_corpus():
+    for path in sorted(corpus_dir("toolsandbox").glob("*.jsonl")):
         for line in open(path):
             r = json.loads(line)
             if r["kind"] not in ("oracle", "disallowed_tool", "minefield_call"):

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.corpora import need_toolsandbox_corpus
+from tests.corpora import corpus_dir
 from trace_gym.toolsandbox.evaluation import (
     EvaluationInputError,
     Trajectory,
@@ -96,12 +96,11 @@ def constraint(database: str, similarity: str, rows: list[dict[str, Any]], kinds
 
 
 def record(record_id: str) -> dict[str, Any]:
-    """One record of the public conformance corpus (the test skips without the corpus; a missing record fails)."""
-    for path in need_toolsandbox_corpus():
+    for path in sorted(corpus_dir("toolsandbox").glob("*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
             if f'"id": "{record_id}"' in line[:300]:
                 return json.loads(line)
-    raise AssertionError(f"record {record_id} is not in the public corpus")
+    pytest.fail(f"record {record_id} is not in the public corpus")
 
 
 # --------------------------------------------------------------------------- column similarities
@@ -390,7 +389,7 @@ def test_extra_writes_late_and_early() -> None:
 def test_minefield_call_zeroes_the_episode() -> None:
     scenarios = load_scenarios()
     hits = 0
-    path = need_toolsandbox_corpus()[0].parent / "insufficient_information_scenarios.jsonl"
+    path = corpus_dir("toolsandbox") / "insufficient_information_scenarios.jsonl"
     for line in path.read_text(encoding="utf-8").splitlines():
         rec = json.loads(line)
         if rec["kind"] not in ("minefield_call", "oracle") or rec["result"]["exception"]:

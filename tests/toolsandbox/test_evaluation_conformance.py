@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.corpora import TOOLSANDBOX_MISSING, toolsandbox_corpus_files
+from tests.corpora import corpus_files, missing
 from trace_gym.toolsandbox.conformance import score_corpus, score_record
 from trace_gym.toolsandbox.scenarios import load_scenarios
 
-FILES = toolsandbox_corpus_files()
+FILES = corpus_files("toolsandbox")
 
 
 def _records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-@pytest.mark.skipif(not FILES, reason=TOOLSANDBOX_MISSING)
+@pytest.mark.skipif(not FILES, reason=missing("toolsandbox"))
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_every_public_record_is_reproduced(path: Path) -> None:
     scenarios = load_scenarios()
@@ -43,7 +43,7 @@ def test_every_public_record_is_reproduced(path: Path) -> None:
     print(f"{path.stem}: {len(records)} records, {1000 * sum(elapsed) / len(records):.2f} ms per evaluation")
 
 
-@pytest.mark.skipif(not FILES, reason=TOOLSANDBOX_MISSING)
+@pytest.mark.skipif(not FILES, reason=missing("toolsandbox"))
 def test_score_corpus_counts_and_reports_disagreements(tmp_path: Path) -> None:
     records = _records(FILES[0])[:6]
     agree, total, failures = score_corpus([FILES[0]])

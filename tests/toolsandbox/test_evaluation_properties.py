@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from tests.corpora import TOOLSANDBOX_MISSING, toolsandbox_corpus_files
+from tests.corpora import corpus_files, missing
 from trace_gym.toolsandbox.evaluation import EvaluationInputError, evaluate, first_user_index
 from trace_gym.toolsandbox.scenarios import ColumnSimilarity, load_scenarios, thaw
 from trace_gym.toolsandbox.similarity import rouge_l, table_similarity
@@ -29,7 +29,7 @@ RECORD_IDS = [
 @lru_cache(maxsize=1)
 def _corpus() -> dict[str, dict[str, Any]]:
     out = {}
-    for path in toolsandbox_corpus_files():
+    for path in corpus_files("toolsandbox"):
         for line in path.read_text(encoding="utf-8").splitlines():
             rec = json.loads(line)
             if rec["id"] in RECORD_IDS or (rec["kind"] == "oracle" and load_scenarios()[rec["scenario"]].minefields):
@@ -40,7 +40,7 @@ def _corpus() -> dict[str, dict[str, Any]]:
 def _need_corpus() -> dict[str, dict[str, Any]]:
     corpus = _corpus()
     if not corpus:
-        pytest.skip(TOOLSANDBOX_MISSING)
+        pytest.skip(missing("toolsandbox"))
     return corpus
 
 

@@ -1,5 +1,5 @@
 """examples/trl_grpo.py — a trace-gym env in the user's own TRL GRPOTrainer — runs (one step, tiny model),
-TRL trains on the tokens the agent played, and the README's snippet is the same program."""
+TRL trains on the tokens the agent played, and the docs' snippet (docs/training.md) is the same program."""
 
 from __future__ import annotations
 
@@ -89,10 +89,10 @@ def test_a_constant_group_reaches_trl_masked_out(tmp_path, tiny_folder, scored, 
     assert logged["completions/mean_length"] == 0
 
 
-def test_the_readme_snippet_is_the_example(tmp_path, tiny_folder, monkeypatch):
-    """The README's TRL snippet runs as written (here with the tiny model, one step, a short env) and
+def test_the_docs_snippet_is_the_example(tmp_path, tiny_folder, monkeypatch):
+    """The TRL snippet of docs/training.md runs as written (here with the tiny model, one step, a short env) and
     loads the packaged model by name, offline, as the example does."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "training.md").read_text(encoding="utf-8")
     section = text[text.index("## Training with your own RL library"):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     assert 'load_model_and_tokenizer("smollm2")' in code and "from_pretrained" not in code
@@ -103,6 +103,6 @@ def test_the_readme_snippet_is_the_example(tmp_path, tiny_folder, monkeypatch):
             .replace('report_to="none"', 'report_to="none", use_cpu=True, bf16=False'))
     need("torch").manual_seed(0)
     scope: dict = {}
-    exec(compile(code, "README.md", "exec"), scope)  # noqa: S102
+    exec(compile(code, "docs/training.md", "exec"), scope)  # noqa: S102
     assert scope["trainer"].state.global_step == 1
     assert (tmp_path / "trl_grpo" / "adapter" / "adapter_model.safetensors").exists()

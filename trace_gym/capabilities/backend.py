@@ -4,7 +4,7 @@
 the episode's synthetic database (injected through the engine's ``db`` argument), so tool
 results and error texts are the benchmark's own — the same engine the τ²-bench
 conformance suite checks.  There is no other implementation: a missing τ²-bench data
-folder is a :class:`~trace_gym.datadirs.DataDirError` naming the path, never a silent
+folder is a :class:`~trace_gym.data.DataDirError` naming the path, never a silent
 fallback.
 """
 

@@ -66,7 +66,7 @@ class CapabilityDomain(Protocol):
     Error contract: :meth:`check_spec` raises :class:`~trace_gym.capabilities.specfile.SpecError`
     (naming the field) for a spec the domain cannot serve and nothing else; :meth:`tools`
     raises ``ValueError`` for unknown tool names; :meth:`tools`, :meth:`backend` and
-    :meth:`system_prompt` raise :class:`~trace_gym.datadirs.DataDirError` when the domain's
+    :meth:`system_prompt` raise :class:`~trace_gym.data.DataDirError` when the domain's
     data folder is missing; :meth:`generate` is deterministic in its ``rng`` and returns a
     dict holding every table :meth:`tables` names; the backend's ``call`` never raises
     (:class:`DomainBackend`).  A plug-in that breaks this is refused when first built, with

@@ -27,7 +27,7 @@ from pathlib import Path
 from ..registration import EnvEntry
 from .specfile import SPEC_SUFFIXES, SpecError, read_spec_text
 
-__all__ = ["ENV_ENTRIES", "SpecFileWarning", "spec_dirs", "spec_files"]
+__all__ = ["ENV_ENTRIES", "SpecFileWarning", "spec_dirs", "spec_files", "starter_specs_dir"]
 
 _TITLE = re.compile(r"^title:\s*(.+?)\s*$", re.MULTILINE)
 _JSON_TITLE = re.compile(r'"title"\s*:\s*"([^"]+)"')
@@ -42,6 +42,16 @@ class SpecFileWarning(UserWarning):
 def _shipped_dirs() -> list[Path]:
     here = Path(__file__).resolve()
     return [here.parents[2] / "envs", here.parents[1] / "starter_envs"]
+
+
+def starter_specs_dir() -> Path:
+    """The starter library: ``envs/`` beside the package in a checkout, else the copy in the package
+    (``trace_gym/starter_envs``); ``FileNotFoundError`` when neither is there."""
+    for cand in _shipped_dirs():
+        if cand.is_dir():
+            return cand
+    raise FileNotFoundError("the starter capability specs were not found (envs/ beside trace_gym, or "
+                            "trace_gym/starter_envs in an installed package)")
 
 
 def spec_dirs() -> list[Path]:

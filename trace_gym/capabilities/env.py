@@ -64,7 +64,7 @@ class CapabilityEnv(ToolEnv):
     engine on the agent's records *and* the user's phone (dual control,
     :mod:`~trace_gym.capabilities.dual_control`): the scripted user's ``do`` rules run the user's
     own tools on the phone, logged as ``user_call`` events.  A missing data
-    folder raises :class:`~trace_gym.datadirs.DataDirError` here, naming the path.
+    folder raises :class:`~trace_gym.data.DataDirError` here, naming the path.
     """
 
     reset_option_keys = frozenset({"difficulty", "case", "hint", "scenario_seed"})

@@ -15,7 +15,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = verbs.add_parser("status", help="where τ²-bench and ToolSandbox data were found, their version and checksums")
     s.add_argument("--json", action="store_true", help="print the status as JSON")
     s.set_defaults(func=_status)
-    f = verbs.add_parser("fetch", help="download and verify benchmark data into the per-user cache")
+    f = verbs.add_parser("fetch", help="rebuild benchmark data from upstream (or a mirror), verify it against the "
+                         "shipped checksums and install it into the per-user cache (the package ships a copy already)",
+                         description="The package ships the data the engines read. fetch rebuilds it from upstream "
+                         "(or copies it from a mirror), verifies every file against the shipped checksums, installs "
+                         "it into the per-user cache (or --dest), where it takes precedence over the packaged copy, "
+                         "and says whether it is byte-identical to the packaged copy.")
     f.add_argument("benchmark", choices=["tau2", "toolsandbox"])
     f.add_argument("--from", dest="source", metavar="PATH_OR_URL",
                    help="a local archive (.tar.gz/.zip), a folder, or an http(s) URL of an archive; with {tag} in "
@@ -33,7 +38,7 @@ def _no_verb(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from trace_gym.datafetch import BENCHMARKS, describe, status
+    from trace_gym.data import BENCHMARKS, describe, status
 
     docs = [status(b) for b in BENCHMARKS]
     if args.json:
@@ -45,7 +50,9 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from trace_gym.datafetch import DataFetchError, fetch, not_in_source_note
+    from pathlib import Path
+
+    from trace_gym.data import DataFetchError, fetch, not_in_source_note, same_as_packaged
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr)
@@ -60,6 +67,11 @@ def _fetch(args: argparse.Namespace) -> int:
         print(f"derived {len(result['derived'])} of them {how}: {', '.join(result['derived'])}")
     if result.get("kept"):
         print(f"kept {len(result['kept'])} verified file(s) of the copy already there: {', '.join(result['kept'])}")
+    same = same_as_packaged(args.benchmark, Path(result["path"]))
+    print(f"byte-identical to the packaged copy: {len(same['identical'])} of "
+          f"{sum(len(v) for v in same.values())} packaged files"
+          + (f"; differ: {', '.join(same['different'])}" if same["different"] else "")
+          + (f"; not installed: {', '.join(same['absent'])}" if same["absent"] else ""))
     note = not_in_source_note(args.benchmark, result["not_in_source"], result["path"])
     if note:
         print(f"note: {note}")

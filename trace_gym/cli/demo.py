@@ -32,7 +32,7 @@ def _run(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # offline loads are quick; the demo's own lines say more
     from rich.console import Console
 
-    from trace_gym.datadirs import DataDirError
+    from trace_gym.data import DataDirError
     from trace_gym.demo import DemoConfig, run_demo
     from trace_gym.pipeline.warm import WarmStartMismatch
     from trace_gym.policies.hf import ModelUnavailableError

@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "domain, title (also as description)")
     p.add_argument("--filter", metavar="TEXT", help="only ids containing TEXT")
     p.add_argument("--markdown", action="store_true",
-                   help="print the README's environment table (Markdown, between its marker comments)")
+                   help="print the environment table of docs/envs.md (Markdown, between its marker comments)")
     p.set_defaults(func=_run)
 
 
@@ -36,7 +36,7 @@ README_END = "<!-- envs-table:end -->"
 
 
 def markdown_envs_table(rows: list[dict[str, str]] | None = None) -> str:
-    """The README's environment table, markers included: one row per id (id, family, domain, what), in
+    """The environment table of docs/envs.md, markers included: one row per id (id, family, domain, what), in
     registration order (every registered ``trace/*`` id unless ``rows`` are given)."""
     if rows is None:
         from trace_gym.registration import ENTRIES, list_envs

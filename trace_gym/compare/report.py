@@ -19,6 +19,7 @@ __all__ = ["warm_start_text", "table_rows", "markdown_table", "rich_table", "ric
 
 LABELS = {"base": "base", "grpo": "GRPO on target", "gepa": "GEPA", "trace": "TRACE (routed)",
           "single": "single capability adapter"}
+SHORT = {"GRPO on target": "GRPO", "TRACE (routed)": "TRACE", "single capability adapter": "single adapter"}  # terminal heads
 
 
 def _fmt(p: dict[str, Any]) -> str:
@@ -94,31 +95,25 @@ def paired_markdown(doc: dict[str, Any]) -> str:
 
 
 def rich_paired_table(doc: dict[str, Any]):
-    """The paired differences against the base model for a terminal: per group the mean difference of each
-    method, then one line per method with its overall interval and better/worse/equal (every group's interval
-    is in ``compare.md``); ``None`` with fewer than two evaluated methods."""
-    from rich.console import Group
-    from rich.text import Text
-
-    from ..eval.scores import paired_scores
+    """The paired differences against the base model for a terminal: per group and overall, each method's mean
+    difference with its interval over three lines and tasks better/worse/equal (:func:`paired_rows` stacked);
+    ``None`` with fewer than two evaluated methods."""
+    from ..eval.scores import paired_scores, paired_table
     from ..render import compact_table, fit_table
 
     evals = [{**r["eval"], "spec": LABELS.get(m, m)} for m, r in doc["methods"].items() if r.get("eval", {}).get("rewards")]
-    paired = paired_scores(evals, seed=_paired_seed(doc))
-    if not paired:
+    rows = paired_table(paired_scores(evals, seed=_paired_seed(doc)), stacked=True)
+    if not rows:
         return None
-    names = list(paired)
-    t = compact_table("paired differences against the base model on the same tasks (mean)",
-                        "intervals per group in compare.md")
-    t.add_column("group")
-    for n in names:
-        t.add_column(n.split(" (")[0], justify="right")
-    for g in sorted({g for v in paired.values() for g in v["groups"]}):
-        t.add_row(g, *[f"{paired[n]['groups'][g]['value']:+.3f}" if g in paired[n]["groups"] else "–" for n in names])
-    lines = [f"{n} − {paired[n]['vs']}: {paired[n]['overall']['value']:+.3f} [95% CI {paired[n]['overall']['low']:+.3f}, "
-             f"{paired[n]['overall']['high']:+.3f}], {paired[n]['overall']['wins']} better / "
-             f"{paired[n]['overall']['losses']} worse / {paired[n]['overall']['ties']} equal" for n in names]
-    return Group(fit_table(t, "group"), Text("\n".join(lines)))
+    t = compact_table("paired differences against the base model on the same tasks",
+                      "mean difference, its [95% paired bootstrap CI], tasks better/worse/equal")
+    t.show_lines = True
+    t.add_column(rows[0][0])
+    for head in rows[0][1:]:
+        t.add_column(_short_label(head.split(" − ")[0]), justify="right")
+    for r in rows[1:]:
+        t.add_row(*r, style="bold" if r[0] == "overall" else None)
+    return fit_table(t, rows[0][0])
 
 
 def routing_markdown(doc: dict[str, Any]) -> str:
@@ -198,43 +193,59 @@ def markdown_table(doc: dict[str, Any]) -> str:
 
 
 def rich_table(doc: dict[str, Any]):
-    from ..render import compact_table, fit_table
+    """One row per method for a terminal: rollouts, pass^1 and (with graded scores) the mean reward, each with
+    its interval over three lines (:func:`trace_gym.render.ci_cell`), pass^k, train and eval seconds."""
+    from ..render import ci_cell, compact_table, fit_table
 
     rows = table_rows(doc)
     k = rows[0]["k"] if rows else 1
+    graded = any(r.get("scores") for r in rows)
     t = compact_table(f"{doc['target']} at B = {doc['budget']} rollouts")
-    cols = ("method", "rollouts", "pass^1 [95% CI]", *((f"pass^{k}",) if k > 1 else ()), "mean", "train s", "eval s")
+    t.show_lines = True
+    cols = ("method", "rollouts", "pass^1 [95% CI]", *((f"pass^{k}",) if k > 1 else ()),
+            "mean [95% CI]" if graded else "mean", "train s", "eval s")
     for c in cols:
         t.add_column(c, justify="left" if c == "method" else "right")
     for r in rows:
         p1 = r["pass1"]
-        t.add_row(r["label"], str(r["rollouts"]), f"{p1['value']:.3f} [{p1['low']:.2f}, {p1['high']:.2f}]",
+        overall = (r.get("scores") or {}).get("overall")
+        mean = ci_cell(overall["mean"]["value"], overall["mean"]["low"], overall["mean"]["high"]) if overall \
+            else f"{r['mean_reward']:.3f}"
+        t.add_row(r["label"], str(r["rollouts"]), ci_cell(p1["value"], p1["low"], p1["high"]),
                   *((f"{r['pass_k'][str(k)]['value']:.3f}",) if k > 1 else ()),
-                  f"{r['mean_reward']:.3f}", f"{r['train_wall_s']:.0f}", f"{r['eval_wall_s']:.0f}")
-    return fit_table(t, "method", "pass^1 [95% CI]")
+                  mean, f"{r['train_wall_s']:.0f}", f"{r['eval_wall_s']:.0f}")
+    return fit_table(t, "method", "rollouts", "train s", "eval s")
+
+
+def _short_label(name: str) -> str:
+    """A method's column head in a terminal table: a method key or its label, shortened."""
+    label = LABELS.get(name, name)
+    return SHORT.get(label, label)
 
 
 def rich_scores_table(doc: dict[str, Any]):
-    """The per-group scores of :func:`scores_markdown` as a terminal table, the mean reward per method (the
-    intervals, perfect counts and ended shares are in ``compare.md``); ``None`` without graded scores."""
-    from ..render import compact_table, fit_table
+    """The per-group scores of :func:`scores_markdown` as a terminal table: the mean reward of each method with
+    its interval over three lines, and the refusal floor (perfect counts and ended shares are in
+    ``compare.md``); ``None`` without graded scores."""
+    from ..render import ci_cell, compact_table, fit_table
 
     named = _scores(doc)
     if not named:
         return None
     names = list(named)
     groups = sorted({g for sc in named.values() for g in sc["groups"]})
-    t = compact_table("per group: mean reward (intervals, perfect counts, ended shares in compare.md)",
-                        "floor: the mean reward of an agent that refuses everything")
+    t = compact_table("per group: mean reward [95% CI] (perfect counts, ended shares in compare.md)",
+                      "floor: the mean reward of an agent that refuses everything")
+    t.show_lines = True
     t.add_column("group")
     for n in names:
-        t.add_column(LABELS.get(n, n).split(" (")[0], justify="right")
+        t.add_column(_short_label(n), justify="right")
     t.add_column("floor", justify="right")
     for g in [*groups, "overall"]:
         cells, floor = [], "–"
         for n in names:
             sc = named[n]["overall"] if g == "overall" else named[n]["groups"].get(g)
-            cells.append(f"{sc['mean']['value']:.3f}" if sc else "–")
+            cells.append(ci_cell(sc["mean"]["value"], sc["mean"]["low"], sc["mean"]["high"]) if sc else "–")
             if sc and "floor" in sc:
                 floor = f"{sc['floor']['mean']:.3f}"
         t.add_row(g, *cells, floor, style="bold" if g == "overall" else None)

@@ -99,7 +99,7 @@ class TaskSource(Protocol):
       ``None``; ``instruction`` is the agent instruction every task's system prompt opens with
       (the text a prompt optimizer may replace), else ``None``.
 
-    Reading a benchmark's files may raise :class:`trace_gym.datadirs.DataDirError` (missing
+    Reading a benchmark's files may raise :class:`trace_gym.data.DataDirError` (missing
     data) from any method, never from reading the three attributes; making the env that
     offers a source reads nothing it does not need.
     """

@@ -83,7 +83,7 @@ class UserSimulator(Protocol):
 
     Error contract: any text the agent wrote is a valid thing to answer, so ``respond``
     never raises because of the agent.  ``reset`` raises ``ValueError`` (or
-    :class:`~trace_gym.datadirs.DataDirError`) for a context it cannot play.  When
+    :class:`~trace_gym.data.DataDirError`) for a context it cannot play.  When
     ``respond`` cannot produce a turn — the model behind it is unreachable or keeps
     failing — it raises :class:`UserError` naming the cause, never a made-up turn;
     a family may instead document a fallback turn that ends the conversation

@@ -13,7 +13,7 @@ from ..eval.report import comparison_table, paired_difference_table, report_tabl
 from ..io import atomic_write_json
 from ..pipeline import Evaluation, StageStore, Target, evaluate_policies, run_trace
 from ..progress import reporting
-from ..render import fit_table
+from ..render import compact_table, fit_table
 from .config import DemoConfig
 from .stages import Context, demo_plan, held_out_route, rows_for, show, spread, summarize
 
@@ -189,9 +189,10 @@ def scores_rich_table(reports: list[dict[str, Any]]) -> Table:
     """Mean reward [95% CI] · perfect/episodes per report group, one column per evaluated policy, refusal floor last."""
     from ..eval.scores import scores_table
 
-    rows = scores_table({d["spec"]: d["scores"] for d in reports if d.get("scores")}, "group")
-    table = Table(title="held-out tasks per group: mean reward [95% CI] · perfect/episodes",
-                  caption="refusal floor: what refusing every request scores on the same tasks (mean · perfect/tasks)")
+    rows = scores_table({d["spec"]: d["scores"] for d in reports if d.get("scores")}, "group", stacked=True)
+    table = compact_table("held-out tasks per group: mean reward [95% CI], perfect/episodes, ended",
+                          "refusal floor: what refusing every request scores on the same tasks (mean, perfect/tasks)")
+    table.show_lines = True
     for i, col in enumerate(rows[0]):
         table.add_column(col, justify="left" if i == 0 else "right")
     for r in rows[1:]:

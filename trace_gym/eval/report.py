@@ -105,15 +105,16 @@ def paired_difference_table(reports: list[dict[str, Any]], *, seed: int = 0) -> 
     difference [95% paired bootstrap CI] and tasks better/worse/equal (``None`` for a single report)."""
     from .scores import paired_scores, paired_table
 
-    rows = paired_table(paired_scores(reports, seed=seed))
+    rows = paired_table(paired_scores(reports, seed=seed), stacked=True)
     if not rows:
         return None
     t = compact_table("Paired differences on the same tasks")
+    t.show_lines = True  # a row's cells span several lines
     for i, head in enumerate(rows[0]):
         t.add_column(head, justify="left" if i == 0 else "right")
     for r in rows[1:]:
         t.add_row(*r, style="bold" if r[0] == "overall" else None)
-    t.caption = "mean reward difference [95% paired bootstrap CI over tasks] better/worse/equal tasks"
+    t.caption = "mean reward difference, its [95% paired bootstrap CI over tasks], tasks better/worse/equal"
     return fit_table(t, rows[0][0])
 
 

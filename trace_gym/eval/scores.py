@@ -96,13 +96,20 @@ def paired_scores(reports: Sequence[Mapping[str, Any]], *, seed: int = 0) -> dic
     return out
 
 
-def _diff_cell(d: Mapping[str, Any]) -> str:
-    return f"{d['value']:+.3f} [{d['low']:+.2f}, {d['high']:+.2f}] {d['wins']}/{d['losses']}/{d['ties']}"
+def _diff_cell(d: Mapping[str, Any], stacked: bool = False) -> str:
+    counts = f"{d['wins']}/{d['losses']}/{d['ties']}"
+    if stacked:
+        from ..render import ci_cell
+
+        return ci_cell(d["value"], d["low"], d["high"], counts, signed=True)
+    return f"{d['value']:+.3f} [{d['low']:+.2f}, {d['high']:+.2f}] {counts}"
 
 
-def paired_table(paired: Mapping[str, Mapping[str, Any]], title: str = "group") -> list[list[str]]:
+def paired_table(paired: Mapping[str, Mapping[str, Any]], title: str = "group", *,
+                 stacked: bool = False) -> list[list[str]]:
     """Rows (header first) of :func:`paired_scores`: per group, ``mean [95% CI] wins/losses/ties`` of each
-    report minus the first (empty without a second report)."""
+    report minus the first (empty without a second report); ``stacked`` cells put the interval over three
+    lines for a terminal (:func:`trace_gym.render.ci_cell`)."""
     if not paired:
         return []
     names = list(paired)
@@ -112,29 +119,36 @@ def paired_table(paired: Mapping[str, Mapping[str, Any]], title: str = "group") 
         cells = []
         for n in names:
             d = paired[n][OVERALL] if g == OVERALL else paired[n]["groups"].get(g)
-            cells.append(_diff_cell(d) if d and d["n_tasks"] else "–")
+            cells.append(_diff_cell(d, stacked) if d and d["n_tasks"] else "–")
         rows.append([g, *cells])
     return rows
 
 
-def _cell(s: Mapping[str, Any]) -> str:
+def _cell(s: Mapping[str, Any], stacked: bool = False) -> str:
     m = s["mean"]
+    if stacked:
+        from ..render import ci_cell
+
+        return ci_cell(m["value"], m["low"], m["high"], f"{s['perfect']}/{s['episodes']}",
+                       *([f"ended {s['ended']:.0%}"] if "ended" in s else []))
     ended = f" · ended {s['ended']:.0%}" if "ended" in s else ""
     return f"{m['value']:.3f} [{m['low']:.2f}, {m['high']:.2f}] · {s['perfect']}/{s['episodes']}{ended}"
 
 
-def scores_table(named: Mapping[str, Mapping[str, Any]], title: str) -> list[list[str]]:
+def scores_table(named: Mapping[str, Mapping[str, Any]], title: str, *, stacked: bool = False) -> list[list[str]]:
     """Rows (header first) of mean reward [95% CI] · perfect/episodes per group for each named scores
-    document, with the refusal floor (mean · perfect/tasks) in the last column."""
+    document, with the refusal floor (mean · perfect/tasks) in the last column; ``stacked`` cells put the
+    interval over three lines and each count on a line of its own, for a terminal."""
     names = list(named)
     groups: list[str] = sorted({g for s in named.values() for g in s["groups"]})
     rows = [[title, *names, "refusal floor"]]
+    sep = "\n" if stacked else " · "
     for g in [*groups, OVERALL]:
         cells, floor = [], "–"
         for n in names:
             s = named[n][OVERALL] if g == OVERALL else named[n]["groups"].get(g)
-            cells.append(_cell(s) if s else "–")
+            cells.append(_cell(s, stacked) if s else "–")
             if s and "floor" in s:
-                floor = f"{s['floor']['mean']:.3f} · {s['floor']['perfect']}/{s['floor']['n_tasks']}"
+                floor = f"{s['floor']['mean']:.3f}{sep}{s['floor']['perfect']}/{s['floor']['n_tasks']}"
         rows.append([g, *cells, floor])
     return rows

@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from ..analysis.taxonomy import TAXONOMY
+from ..capabilities.entries import starter_specs_dir
 from ..io import atomic_write_json, atomic_write_text
 from ..llm.base import ChatClient
 
@@ -48,14 +49,6 @@ class SynthesisOutcome:
     template: str | None = None
     reasons: list[str] = field(default_factory=list)
 
-
-def starter_specs_dir() -> Path:
-    """The starter library (``envs/`` beside the package in a checkout, or shipped package data)."""
-    here = Path(__file__).resolve().parent.parent
-    for cand in (here.parent / "envs", here / "envs"):
-        if cand.is_dir():
-            return cand
-    raise FileNotFoundError("the starter capability specs (envs/) were not found next to trace_gym")
 
 
 def synthesis_domains() -> list[str]:

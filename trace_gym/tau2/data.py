@@ -1,7 +1,7 @@
 """Reading τ²-bench domain files: DBs, tool schemas, tasks, splits and policies.
 
 Files are found under ``<data_dir>/tau2/domains/<domain>/`` (``data_dir`` defaults to
-:func:`trace_gym.datadirs.tau2_data_dir`).  Tasks stay plain dicts (the shape of
+:func:`trace_gym.data.tau2_data_dir`).  Tasks stay plain dicts (the shape of
 tasks.json) after a structural check whose errors name the file, the task and the
 field, e.g. ``tasks.json: task '12' (index 11): evaluation_criteria.actions[0].name:
 expected a string, got int``.
@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from trace_gym.datadirs import DataDirError, tau2_data_dir
+from trace_gym.data import DataDirError, tau2_data_dir
 
 __all__ = [
     "DataDirError",

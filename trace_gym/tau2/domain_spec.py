@@ -39,7 +39,7 @@ Inside a tool, ``self.db`` is a :class:`~trace_gym.tau2.db.DbState`:
 
 :func:`load_domain` reads a domain's files once per data folder and checks that the
 toolkits implement exactly the tools its ``tools.json`` / ``user_tools.json`` declare.
-A missing data folder or file raises :class:`~trace_gym.datadirs.DataDirError` naming
+A missing data folder or file raises :class:`~trace_gym.data.DataDirError` naming
 the path.
 """
 
@@ -144,7 +144,7 @@ _LOOKUP_CACHE: dict[tuple[str, str | None, str | None], DomainData] = {}
 def load_domain(name: str, data_dir: str | Path | None = None) -> DomainData:
     """The cached :class:`DomainData` of ``name`` (``data_dir``: the folder holding ``tau2/domains``).
 
-    Raises ``ValueError`` for an unknown domain and :class:`~trace_gym.datadirs.DataDirError`
+    Raises ``ValueError`` for an unknown domain and :class:`~trace_gym.data.DataDirError`
     when the data folder or one of its files is missing.
     """
     lookup = (name, None if data_dir is None else str(data_dir), os.environ.get("TAU2_DATA_DIR"))

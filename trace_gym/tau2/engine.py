@@ -111,7 +111,7 @@ class Tau2Environment:
           as is, so starting another episode on the same data costs no copy.
 
         The data folder is still read for the tool schemas: a missing folder or file
-        raises :class:`~trace_gym.datadirs.DataDirError`.
+        raises :class:`~trace_gym.data.DataDirError`.
         """
         self.data = domain if isinstance(domain, DomainData) else load_domain(domain, data_dir)
         self.spec = self.data.spec

@@ -119,13 +119,13 @@ def scenario_text(user_scenario: Mapping[str, Any]) -> str:
 
 
 def _guidelines_dir(data_dir: str | Path | None) -> Path:
-    from trace_gym.datadirs import tau2_data_dir
+    from trace_gym.data import tau2_data_dir
 
     root = Path(data_dir) if data_dir is not None else tau2_data_dir()
     for cand in (root / "tau2" / "user_simulator", root / "user_simulator"):
         if cand.is_dir():
             return cand
-    from trace_gym.datadirs import DataDirError
+    from trace_gym.data import DataDirError
 
     raise DataDirError(f"τ²-bench user simulation guidelines not found under {root} (expected tau2/user_simulator/); see `trace-gym data status`")
 

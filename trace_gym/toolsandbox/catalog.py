@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from trace_gym.datadirs import toolsandbox_data_dir
+from trace_gym.data import toolsandbox_data_dir
 
 from .data import Fields, FrozenDict, ScenarioError, freeze
 from .tools.common import NOT_GIVEN, NotGiven
@@ -230,7 +230,7 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
     """``tools.json`` as a :class:`Catalog` (read once per path, then cached).
 
     ``path`` defaults to ``<toolsandbox data dir>/tools.json``; a missing data folder raises
-    :class:`trace_gym.datadirs.DataDirError`.
+    :class:`trace_gym.data.DataDirError`.
     """
     p = Path(path) if path is not None else toolsandbox_data_dir() / "tools.json"
     return _load_cached(p.resolve())

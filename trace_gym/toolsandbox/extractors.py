@@ -1,4 +1,4 @@
-"""Running a data-described tool-trace extractor (README: "the ten extractors").
+"""Running a data-described tool-trace extractor (the ToolSandbox data README, ``shared/toolsandbox/README.md``: "the ten extractors").
 
 An extractor reads values out of one traced call ``{tool_name, arguments, result}``: each output
 follows its ``path`` (object keys, or integer positions in lists), optionally casts the value with

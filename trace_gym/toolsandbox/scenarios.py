@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from trace_gym.datadirs import toolsandbox_data_dir
+from trace_gym.data import toolsandbox_data_dir
 
 from .data import Fields, FrozenDict, ScenarioError, freeze, json_isinstance, thaw
 
@@ -78,7 +78,7 @@ class ExtractorOutput:
 
 @dataclass(frozen=True)
 class Extractor:
-    """A tool-trace extractor described as data (see README: the ten extractors)."""
+    """A tool-trace extractor described as data (see the ToolSandbox data README, ``shared/toolsandbox/README.md``: the ten extractors)."""
 
     name: str
     outputs: tuple[ExtractorOutput, ...]
@@ -514,7 +514,7 @@ def load_scenarios(path: str | Path | None = None) -> Mapping[str, Scenario]:
     """All scenarios of ``base_scenarios.jsonl`` by name, in file order (read once, then cached).
 
     ``path`` defaults to ``<toolsandbox data dir>/scenarios/base_scenarios.jsonl``; a missing data
-    folder raises :class:`trace_gym.datadirs.DataDirError`.
+    folder raises :class:`trace_gym.data.DataDirError`.
     """
     return _load_scenarios_cached(_scenarios_path(path).resolve())
 

@@ -1,4 +1,5 @@
-"""Build the ToolSandbox data folder from upstream's own source by running it (``trace-gym data fetch toolsandbox``).
+"""ToolSandbox's exporter (``trace-gym data fetch toolsandbox``): a copy of the data folder (a folder or an
+archive of one, verified file by file), or the data folder built from upstream's own source by running it.
 
 Upstream (``apple/ToolSandbox`` at :data:`PINNED_COMMIT`) defines its scenarios as Python code.  The exporter
 runs that code with upstream's pinned dependencies in a private venv under the per-user cache (never the
@@ -13,8 +14,8 @@ the original export and have to come from a copy of the data folder (``--from``)
 
 Steps, each reported through ``log``: get the source (a checkout, an archive, or the pinned commit's archive
 from GitHub, kept in the cache once complete), make or reuse the private venv (a marker file says it is
-complete; an interrupted install is resumed by pip), run :mod:`._export_worker` once per clock, and render.
-The caller (:func:`trace_gym.datafetch.fetch`) verifies the files and installs them atomically.
+complete; an interrupted install is resumed by pip), run :mod:`._toolsandbox_worker` once per clock, and render.
+:class:`ToolSandboxExporter` verifies the files against the shipped checksums and installs them atomically.
 """
 
 from __future__ import annotations
@@ -26,18 +27,19 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
-import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from trace_gym.datadirs import cache_root
-from trace_gym.datafetch import DataFetchError, _download
+from .archive import archive_names, extract
+from .files import DataFetchError, download, install_staged, matches, sha256_path, staging
+from .locations import cache_root
+from .manifest import load_manifest
+from .mirror import install_from_sources
 
 __all__ = ["PINNED_COMMIT", "ARCHIVE_URL", "SRC_ENV", "PYTHON_ENV", "DERIVED", "NOT_DERIVABLE", "export",
-           "is_upstream_source", "build_records", "time_dependent_values", "render_scenarios"]
+           "is_upstream_source", "build_records", "time_dependent_values", "render_scenarios", "ToolSandboxExporter"]
 
 PINNED_COMMIT = "165848b9a78cead7ca7fe7c89c688b58e6501219"
 ARCHIVE_URL = "https://codeload.github.com/apple/ToolSandbox/tar.gz/{commit}"
@@ -61,7 +63,7 @@ HASH_SEED = "126"
 ORACLE_SIMILARITY = {"find_temperature_f_with_location_and_time_diff_low_battery_mode_multiple_user_turn": 0.6}
 _VENV_MARKER = ".trace-gym-complete"
 _MARK = "trace-gym-export"
-_WORKER = Path(__file__).with_name("_export_worker.py")
+_WORKER = Path(__file__).with_name("_toolsandbox_worker.py")
 
 SIMILARITY = {"snapshot_similarity": "snapshot", "addition_similarity": "addition", "removal_similarity": "removal",
               "update_similarity": "update", "tool_trace_dependant_similarity": "tool_trace_dependant",
@@ -270,14 +272,7 @@ def is_upstream_source(source: str | Path) -> bool:
     path = Path(source).expanduser()
     if path.is_dir():
         return _upstream_root(path) is not None
-    try:
-        if zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as zf:
-                return any("tool_sandbox/scenarios/" in n for n in zf.namelist())
-        with tarfile.open(path, "r:*") as tf:
-            return any("tool_sandbox/scenarios/" in m.name for m in tf.getmembers())
-    except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError):
-        return False
+    return path.is_file() and any("tool_sandbox/scenarios/" in n for n in archive_names(path))
 
 
 def _upstream_root(folder: Path) -> Path | None:
@@ -285,34 +280,6 @@ def _upstream_root(folder: Path) -> Path | None:
         if (cand / "tool_sandbox" / "scenarios").is_dir() and (cand / "pyproject.toml").is_file():
             return cand
     return None
-
-
-def _extract(archive: Path, into: Path) -> None:
-    """Unpack regular files only, refusing absolute or escaping member names."""
-    into.mkdir(parents=True, exist_ok=True)
-
-    def target(name: str) -> Path | None:
-        parts = Path(name).parts
-        if not parts or Path(name).is_absolute() or ".." in parts:
-            raise DataFetchError(f"{archive}: unsafe member name {name!r}; not an upstream archive")
-        return into.joinpath(*parts)
-
-    try:
-        if zipfile.is_zipfile(archive):
-            with zipfile.ZipFile(archive) as zf:
-                for info in zf.infolist():
-                    if not info.is_dir() and (t := target(info.filename)):
-                        t.parent.mkdir(parents=True, exist_ok=True)
-                        t.write_bytes(zf.read(info))
-            return
-        with tarfile.open(archive, "r:*") as tf:
-            for m in tf.getmembers():
-                if m.isfile() and (t := target(m.name)):
-                    t.parent.mkdir(parents=True, exist_ok=True)
-                    f = tf.extractfile(m)
-                    t.write_bytes(f.read() if f else b"")
-    except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
-        raise DataFetchError(f"{archive}: damaged or unreadable archive ({exc}); download it again") from None
 
 
 def _pinned_archive(url: str | None, log: Callable[[str], None]) -> Path:
@@ -326,7 +293,7 @@ def _pinned_archive(url: str | None, log: Callable[[str], None]) -> Path:
     partial = final.with_name(final.name + f".partial-{os.getpid()}")
     try:
         log(f"[1/4] upstream source: downloading apple/ToolSandbox@{PINNED_COMMIT[:12]}")
-        _download(url or ARCHIVE_URL.format(commit=PINNED_COMMIT), partial, log)
+        download(url or ARCHIVE_URL.format(commit=PINNED_COMMIT), partial, log)
         if url is not None:
             return partial
         os.replace(partial, final)
@@ -340,7 +307,7 @@ def _pinned_archive(url: str | None, log: Callable[[str], None]) -> Path:
 def _source_root(source: str | None, work: Path, log: Callable[[str], None]) -> Path:
     if source is None or source.startswith(("http://", "https://")):
         archive = _pinned_archive(source, log)
-        _extract(archive, work / "src")
+        extract(archive, work / "src")
         if source is not None:
             archive.unlink(missing_ok=True)
     else:
@@ -354,7 +321,7 @@ def _source_root(source: str | None, work: Path, log: Callable[[str], None]) -> 
             shutil.copytree(root, work / "src" / "checkout", ignore=shutil.ignore_patterns(".git", "__pycache__"))
         else:
             log(f"[1/4] upstream source: unpacking {path}")
-            _extract(path, work / "src")
+            extract(path, work / "src")
     root = _upstream_root(work / "src")
     if root is None:
         raise DataFetchError(f"{source or ARCHIVE_URL.format(commit=PINNED_COMMIT)}: no ToolSandbox code "
@@ -472,36 +439,34 @@ def install(source: str | None, dest: Path, log: Callable[[str], None], *, venv_
             ) -> dict[str, Any]:
     """Export from upstream, verify every derived file against the shipped checksums and install them at
     ``dest`` atomically.  Verified files of an existing copy at ``dest`` that the export cannot make are kept."""
-    from trace_gym.datafetch import _install_staged, _matches, _sha256_path, _staging, load_manifest
-
     manifest = load_manifest("toolsandbox")
     files = export(source, log, venv_parent=venv_parent)
-    bad = [rel for rel, data in files.items() if not _matches(data, manifest["files"][rel])]
+    bad = [rel for rel, data in files.items() if not matches(data, manifest["files"][rel])]
     if bad:
         raise DataFetchError(f"exported {', '.join(bad)} from {source or 'the pinned upstream archive'}, but it differs "
                              f"from the checksum of {manifest['version']}: is the source apple/ToolSandbox at "
                              f"{PINNED_COMMIT}? Nothing was installed.")
     log(f"verified {len(files)} exported file(s) against the shipped checksums (byte for byte): {', '.join(files)}")
-    staging = _staging(dest)
+    staged = staging(dest)
     try:
         for rel, data in files.items():
-            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-            (staging / rel).write_bytes(data)
+            (staged / rel).parent.mkdir(parents=True, exist_ok=True)
+            (staged / rel).write_bytes(data)
         kept = []
         for rel, entry in manifest["files"].items():
             old = dest / rel
             if rel not in files and old.is_file() and old.stat().st_size == entry["size"] \
-                    and _sha256_path(old) == entry["sha256"]:
-                (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(old, staging / rel)
+                    and sha256_path(old) == entry["sha256"]:
+                (staged / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(old, staged / rel)
                 kept.append(rel)
         missing = sorted(r for r in manifest["files"] if r not in files and r not in kept)
         marker = {"benchmark": "toolsandbox", "version": manifest["version"],
                   "source": source or ARCHIVE_URL.format(commit=PINNED_COMMIT), "files": len(files) + len(kept),
                   "not_in_source": missing, "derived": {rel: ["ran upstream's code"] for rel in files}, "kept": kept}
-        _install_staged(staging, dest, marker)
+        install_staged(staged, dest, marker)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staged, ignore_errors=True)
         raise
     return {"path": str(dest), "files": len(files) + len(kept), "not_in_source": missing, "derived": sorted(files),
             "kept": kept}
@@ -511,8 +476,6 @@ def missing_note(missing: list[str]) -> str | None:
     """Which files an export could not make, why, and what is still needed (``None``: nothing missing)."""
     if not missing:
         return None
-    from trace_gym.datafetch import load_manifest
-
     required = load_manifest("toolsandbox")["files"]
     lines = [f"{len(missing)} file(s) cannot be derived by running upstream's code and were not installed:"]
     for rel in missing:
@@ -522,3 +485,28 @@ def missing_note(missing: list[str]) -> str | None:
         lines.append("The ToolSandbox environments cannot run without the required file(s). Get a copy of the data "
                      "folder (or an archive of it) and run: trace-gym data fetch toolsandbox --from PATH_OR_URL")
     return "\n".join(lines)
+
+
+class ToolSandboxExporter:
+    """``trace-gym data fetch toolsandbox``: from a copy of the data folder (a folder or an archive of one,
+    verified file by file), or by running upstream's code (no source, a checkout or an archive of it, or a
+    URL of either, told apart by its content)."""
+
+    benchmark = "toolsandbox"
+    derived_what = "files (exported by running upstream's code)"
+
+    def fetch(self, source: str | None, dest: Path, log: Callable[[str], None]) -> dict[str, Any]:
+        if source is not None and source.startswith(("http://", "https://")):
+            tmp = staging(dest, "download")
+            try:
+                local = tmp / "download"
+                download(source, local, log)
+                return self.fetch(str(local), dest, log)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        if source is None or (Path(source).expanduser().exists() and is_upstream_source(source)):
+            return install(source, dest, log)
+        return install_from_sources(load_manifest(self.benchmark), [(source, None)], dest, log, label=source)
+
+    def missing_note(self, missing: list[str], dest: str | Path) -> str | None:
+        return missing_note(missing)

@@ -1,7 +1,7 @@
-"""Locating benchmark data that trace-gym reads but never ships.
+"""Where the benchmark data the engines read is found.
 
-* τ²-bench: the data root holds ``tau2/domains/<domain>/`` (tau2's own ``TAU2_DATA_DIR``
-  convention: tau2-bench's ``data/`` folder).
+* τ²-bench: a data root holds ``tau2/domains/<domain>/`` and ``tau2/user_simulator/`` (tau2's own
+  ``TAU2_DATA_DIR`` convention: tau2-bench's ``data/`` folder).
 * ToolSandbox: the data folder holds ``scenarios/base_scenarios.jsonl`` and ``tools.json``.
 
 Where the data is looked for, first match wins:
@@ -11,10 +11,13 @@ Where the data is looked for, first match wins:
    silent fall-back to another copy;
 2. the per-user cache that ``trace-gym data fetch`` fills (``platformdirs``' user cache folder
    for ``trace-gym``, or ``TRACE_GYM_CACHE_DIR``), under ``data/``;
-3. a development checkout's sibling ``shared/`` folder (``<repo>/../shared``), then ``./shared``
+3. the copy packaged with trace-gym (``trace_gym/data/packaged/``: the files the engine reads and
+   each benchmark's upstream LICENSE, verified against the shipped checksums);
+4. a development checkout's sibling ``shared/`` folder (``<repo>/../shared``), then ``./shared``
    and ``../shared`` relative to the working directory.
 
-Every "not found" error names the command that gets the data: ``trace-gym data fetch``.
+Errors: :class:`DataDirError` (a ``FileNotFoundError``) whose message says where it looked and how
+to get the data (``trace-gym data fetch``).
 """
 
 from __future__ import annotations
@@ -23,19 +26,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = [
-    "DataDirError",
-    "DataLocation",
-    "cache_root",
-    "cache_folder",
-    "locate",
-    "tau2_data_dir",
-    "toolsandbox_data_dir",
-    "tau2_domain_dir",
-    "FETCH_HINT",
-]
+__all__ = ["DataDirError", "DataLocation", "cache_root", "cache_folder", "locate", "packaged_root",
+           "tau2_data_dir", "toolsandbox_data_dir", "tau2_domain_dir", "FETCH_HINT", "HOW"]
 
-_REPO_ROOT = Path(__file__).resolve().parent.parent
+_REPO_ROOT = Path(__file__).resolve().parents[2]
 TAU2_VERSION = "1.0.1"
 
 FETCH_HINT = {
@@ -43,6 +37,8 @@ FETCH_HINT = {
     "toolsandbox": ("run `trace-gym data fetch toolsandbox --from PATH_OR_URL` with a copy of that folder (or an "
                     "archive of one); without --from it builds the scenarios from upstream's code, but not tools.json"),
 }
+HOW = {"env": "environment variable", "cache": "per-user cache (trace-gym data fetch)",
+       "packaged": "copy packaged with trace-gym", "sibling": "sibling shared/ folder"}
 _ENV_VAR = {"tau2": "TAU2_DATA_DIR", "toolsandbox": "TOOLSANDBOX_DATA_DIR"}
 _LABEL = {"tau2": "τ²-bench", "toolsandbox": "ToolSandbox"}
 _WHAT = {
@@ -58,7 +54,7 @@ class DataDirError(FileNotFoundError):
 @dataclass(frozen=True)
 class DataLocation:
     """Where a benchmark's data was found: ``path`` (what the engine reads) and ``how``
-    (``"env"``, ``"cache"`` or ``"sibling"``)."""
+    (``"env"``, ``"cache"``, ``"packaged"`` or ``"sibling"``; see :data:`HOW`)."""
 
     benchmark: str
     path: Path
@@ -77,11 +73,15 @@ def cache_root() -> Path:
 
 def cache_folder(benchmark: str) -> Path:
     """Where ``trace-gym data fetch BENCHMARK`` installs the data (a data root as the engine reads it)."""
-    if benchmark == "tau2":
-        return cache_root() / "data" / f"tau2-{TAU2_VERSION}"
-    if benchmark == "toolsandbox":
-        return cache_root() / "data" / "toolsandbox"
-    raise ValueError(f"unknown benchmark {benchmark!r} (tau2 or toolsandbox)")
+    folders = {"tau2": f"tau2-{TAU2_VERSION}", "toolsandbox": "toolsandbox"}
+    if benchmark not in folders:
+        raise ValueError(f"unknown benchmark {benchmark!r} (tau2 or toolsandbox)")
+    return cache_root() / "data" / folders[benchmark]
+
+
+def packaged_root() -> Path:
+    """The folder of the packaged copy: ``tau2/`` (a τ²-bench data root's content) and ``toolsandbox/``."""
+    return Path(__file__).resolve().with_name("packaged")
 
 
 def _siblings() -> list[Path]:
@@ -106,30 +106,31 @@ def _toolsandbox_root(folder: Path) -> Path | None:
     return None
 
 
+_CHECK = {"tau2": _tau2_root, "toolsandbox": _toolsandbox_root}
+
+
 def locate(benchmark: str) -> tuple[DataLocation | None, list[str]]:
     """Find a benchmark's data by the rules above: ``(location or None, places looked at)``."""
-    check = {"tau2": _tau2_root, "toolsandbox": _toolsandbox_root}[benchmark]
+    check = _CHECK[benchmark]
     var = _ENV_VAR[benchmark]
     env = os.environ.get(var)
     if env:
         folder = Path(env).expanduser()
         root = check(folder)
         return (DataLocation(benchmark, root, "env") if root else None), [f"{var}={env}"]
-    tried: list[str] = []
+    places: list[tuple[Path, str]] = []
     try:
-        cached = cache_folder(benchmark)
+        places.append((cache_folder(benchmark), "cache"))
     except ModuleNotFoundError:  # platformdirs missing from a broken install: skip the cache
-        cached = None
-    if cached is not None:
-        tried.append(str(cached))
-        root = check(cached)
+        pass
+    places.append((packaged_root(), "packaged"))
+    places += [(c, "sibling") for c in _siblings()]
+    tried: list[str] = []
+    for folder, how in places:
+        tried.append(str(folder if how == "cache" else folder / benchmark))
+        root = check(folder)
         if root is not None:
-            return DataLocation(benchmark, root, "cache"), tried
-    for c in _siblings():
-        tried.append(str(c / ("tau2" if benchmark == "tau2" else "toolsandbox")))
-        root = check(c)
-        if root is not None:
-            return DataLocation(benchmark, root, "sibling"), tried
+            return DataLocation(benchmark, root, how), tried
     return None, tried
 
 

@@ -1,4 +1,4 @@
-"""Run *inside* the private ToolSandbox venv by :mod:`trace_gym.toolsandbox.export`; standard library only.
+"""Run *inside* the private ToolSandbox venv by :mod:`trace_gym.data.toolsandbox_export`; standard library only.
 
 Usage: ``python _export_worker.py SRC CLOCK OUT`` with ``SRC`` an upstream checkout (the folder holding
 ``tool_sandbox/``), ``CLOCK`` a naive local ISO time (``2025-06-04T09:00:00``; the caller sets ``TZ``) and
