@@ -1,12 +1,14 @@
 """Speed of ``trace/toolsandbox-v0``: reset and step latency per category, scoring time per episode.
 
-Each episode replays a public oracle trajectory (when the scenario has one) through
-the Gym env, so tool calls, user turns and the final upstream-faithful scoring are
-all exercised.  A second table times the first call of the tools with heavy
-dependencies (holidays, units, distances, phone numbers) in a fresh process, each in
-its own interpreter.  Every figure is a median of process CPU time (a busy shared machine
-disturbs it far less than wall time); the cold-start figures are wall time of one fresh
-interpreter each.
+Each episode replays a public oracle trajectory (when the scenario has one) through the Gym
+env, so tool calls, user turns and the final upstream-faithful scoring are all exercised;
+the scorer alone is also timed on each recorded episode of the first corpus file. The oracle
+trajectories come from the conformance corpora, which the package does not ship: the script
+finds them as the tests do (``tests/corpora.py``) and stops, saying so, without them. A
+second table times the first call of the tools with heavy dependencies (holidays, units,
+distances, phone numbers) in a fresh process, each in its own interpreter. Every figure is a
+median of process CPU time (a busy shared machine disturbs it far less than wall time); the
+cold-start figures are wall time of one fresh interpreter each.
 
 Targets (the script prints whether each is met): a step ≤ 1 ms and a reset ≤ 5 ms
 (medians, every category), and the first call of every heavy tool in a fresh process
@@ -29,8 +31,10 @@ import gymnasium as gym
 
 import trace_gym  # noqa: F401  (registers trace/*)
 from trace_gym.core import format_tool_call
-from trace_gym.data import toolsandbox_data_dir
 from trace_gym.toolsandbox.users import ReplayUser
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its tests find the conformance corpora
+from tests.corpora import corpus_files, missing  # noqa: E402
 
 try:
     from speed_targets import Target, report_targets
@@ -45,7 +49,10 @@ CATEGORIES = ("SINGLE_TOOL_CALL", "MULTIPLE_TOOL_CALL", "MULTIPLE_USER_TURN", "S
 
 def _oracles() -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
-    for path in sorted((toolsandbox_data_dir() / "conformance").glob("*.jsonl")):
+    files = corpus_files("toolsandbox")
+    if not files:  # the oracle trajectories are recorded in the corpora, which the package does not ship
+        raise SystemExit(missing("toolsandbox"))
+    for path in files:
         for line in open(path):
             r = json.loads(line)
             if r["kind"] == "oracle":
@@ -126,6 +133,23 @@ def cold_start() -> dict[str, dict[str, float]]:
     return res
 
 
+def conformance_scoring() -> dict[str, float]:
+    """Median CPU milliseconds to score one recorded conformance episode of the first corpus file."""
+    from trace_gym.toolsandbox.conformance import score_record
+    from trace_gym.toolsandbox.scenarios import load_scenarios
+
+    files = corpus_files("toolsandbox")
+    scenarios = load_scenarios()
+    records = [json.loads(line) for line in files[0].read_text(encoding="utf-8").splitlines() if line.strip()]
+    score_record(records[0], scenarios)  # warm-up: imports rouge-score / nltk
+    times = []
+    for record in records:
+        t = time.process_time()
+        score_record(record, scenarios)
+        times.append(time.process_time() - t)
+    return {"file": files[0].name, "records": len(records), "score_ms": 1e3 * statistics.median(times)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=20, help="oracle episodes per category")
@@ -146,9 +170,12 @@ def main() -> None:
     checks = [(f"{cat} step", step_t, r["step_ms"]) for cat, r in res.items()]
     checks += [(f"{cat} reset", reset_t, r["reset_ms"]) for cat, r in res.items()]
     checks += [(f"fresh process: first {label}", first_t, r["first_call_ms"]) for label, r in cold.items()]
+    scoring = conformance_scoring()
+    print(f"\nscoring a recorded conformance episode ({scoring['file']}, {scoring['records']} records): "
+          f"{scoring['score_ms']:.2f} ms (median, CPU time)")
     report_targets(checks)
     if args.json:
-        args.json.write_text(json.dumps({"episodes": res, "cold_start": cold, "targets": {
+        args.json.write_text(json.dumps({"episodes": res, "cold_start": cold, "conformance_scoring": scoring, "targets": {
             "step_ms": STEP_MS, "reset_ms": RESET_MS, "first_call_ms": FIRST_CALL_MS}}, indent=2))
 
 

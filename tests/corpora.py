@@ -29,12 +29,23 @@ def find_corpus_dir(benchmark: str) -> Path | None:
     return None
 
 
+def missing(benchmark: str) -> str:
+    """The reason a test that needs ``benchmark``'s corpora gives when they are not on this machine."""
+    return (f"the {benchmark} conformance corpora are not on this machine (they are not shipped in the "
+            f"package; tests read them from {SHARED / benchmark} or a complete data folder)")
+
+
+def corpus_files(benchmark: str) -> list[Path]:
+    """The ``*.jsonl`` files of ``benchmark``'s corpora, sorted (empty: not on this machine)."""
+    folder = find_corpus_dir(benchmark)
+    return sorted(folder.glob("*.jsonl")) if folder is not None else []
+
+
 def corpus_dir(benchmark: str) -> Path:
     """:func:`find_corpus_dir`, skipping the calling test (with the reason) when there is none."""
     folder = find_corpus_dir(benchmark)
     if folder is None:
-        pytest.skip(f"the {benchmark} conformance corpora are not on this machine (they are not shipped in the "
-                    f"package; tests read them from {SHARED / benchmark} or a complete data folder)")
+        pytest.skip(missing(benchmark))
     return folder
 
 

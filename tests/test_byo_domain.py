@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.extras import need, need_smollm2
 from trace_gym.capabilities.dict_domain import DictDomain, DomainTool
 from trace_gym.capabilities.domains import domain_names, get_domain, reset_domains
 from trace_gym.capabilities.plugins import DomainPluginError
@@ -205,15 +206,11 @@ def test_synthesis_uses_the_domains_own_specs(plugins, tmp_path, monkeypatch):
 @pytest.mark.model
 @pytest.mark.slow
 def test_the_example_runs_the_whole_loop_with_the_tiny_model(private_dir):
-    pytest.importorskip("torch")
-    pytest.importorskip("trl")
-    pytest.importorskip("peft")
-    from trace_gym.policies.hf import ModelUnavailableError, smollm2_gguf_path
+    need("torch")
+    need("trl")
+    need("peft")
 
-    try:
-        smollm2_gguf_path()  # the tiny model borrows SmolLM2's tokenizer
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()  # the tiny model borrows SmolLM2's tokenizer
     env = {k: v for k, v in os.environ.items() if k not in ("TRACE_GYM_DOMAINS", "TRACE_GYM_ENVS_DIR")}
     out = private_dir / "byo"
     proc = subprocess.run([sys.executable, str(EXAMPLE / "run_loop.py"), "--model", "tiny", "--out", str(out)],

@@ -10,6 +10,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
+from tests.extras import need, need_smollm2
 from trace_gym.capabilities.domains import reset_domains
 from trace_gym.cli import main
 
@@ -114,13 +115,11 @@ def test_a_domain_without_capability_envs(monkeypatch, refuser, capsys):
 
 @pytest.mark.model
 def test_the_tiny_model_gets_a_card(shop, tmp_path, capsys):
-    pytest.importorskip("torch")
-    from trace_gym.policies.hf import ModelUnavailableError, tiny_test_model
+    need("torch")
+    from trace_gym.policies.hf import tiny_test_model
 
-    try:
-        model, tok = tiny_test_model(0)
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()
+    model, tok = tiny_test_model(0)
     folder = tmp_path / "tiny"
     model.save_pretrained(str(folder))
     tok.save_pretrained(str(folder))

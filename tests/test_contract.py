@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -25,7 +26,6 @@ ENV_IDS = sorted(i for i in gym.registry if i.startswith("trace/")) + ["trace-te
 
 
 def _make(env_id: str):
-
     env = gym.make(env_id)
     env.reset(seed=0)  # data folders are read lazily: make sure they exist
     return env
@@ -36,8 +36,12 @@ def env_id(request):
     return request.param
 
 
-def test_some_trace_envs_are_registered():
-    assert any(i.startswith("trace/") for i in gym.registry), "import trace_gym registered no trace/* env"
+def test_every_benchmark_env_and_starter_spec_is_registered():
+    """The contract below runs over ENV_IDS: each benchmark env and each starter spec must be in it."""
+    envs_dir = Path(__file__).resolve().parents[1] / "envs"
+    expected = {f"trace/tau2-{d}-v0" for d in ("airline", "mock", "retail", "telecom")} | {"trace/toolsandbox-v0"}
+    expected |= {f"trace/{p.stem}-v0" for p in envs_dir.glob("cap-*.yaml")}
+    assert len(expected) >= 20 and expected <= set(ENV_IDS), sorted(expected - set(ENV_IDS))
 
 
 def test_check_env(env_id):

@@ -6,7 +6,9 @@ from unittest import mock
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.extras import need
+
+torch = need("torch")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 

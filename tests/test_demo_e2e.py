@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("peft")
+from tests.extras import need, need_smollm2
+
+need("torch")
+need("trl")
+need("peft")
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
-
-
 
 
 def test_demo_tiny_end_to_end_and_resume(private_dir):
@@ -22,6 +22,7 @@ def test_demo_tiny_end_to_end_and_resume(private_dir):
     from trace_gym.cli import main
     from trace_gym.demo import DemoConfig, run_demo
 
+    need_smollm2()  # the tiny model borrows SmolLM2's tokenizer
     out = private_dir / "demo"
     cfg = DemoConfig.for_run(out=out, model="tiny", target="tau2-retail")
     summary = run_demo(cfg, Console(record=True, width=120))

@@ -8,9 +8,11 @@ import json
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("peft")
+from tests.extras import need, need_smollm2
+
+need("torch")
+need("trl")
+need("peft")
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -22,12 +24,8 @@ def test_demo_toolsandbox_tiny_end_to_end_and_resume(toolsandbox_data, private_d
     from trace_gym.core.tasks import task_groups, task_source_for
     from trace_gym.demo import DemoConfig
     from trace_gym.demo.config import TOOLSANDBOX_SUCCESS
-    from trace_gym.policies.hf import ModelUnavailableError, smollm2_gguf_path
 
-    try:
-        smollm2_gguf_path()  # the tiny model borrows SmolLM2's tokenizer
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()  # the tiny model borrows SmolLM2's tokenizer
     out = private_dir / "demo"
     assert main(["demo", "--target", "toolsandbox", "--model", "tiny", "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())

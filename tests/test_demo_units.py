@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.extras import need, need_smollm2
 from trace_gym.demo import DemoConfig, verdict
 
 
@@ -83,14 +84,12 @@ class _Inner:
 
 
 def test_context_guard_gives_up_only_on_overlong_requests():
-    pytest.importorskip("torch")
+    need("torch")
     from trace_gym.demo.guard import GIVE_UP, ContextGuard
-    from trace_gym.policies.hf import HFPolicy, ModelUnavailableError, tiny_test_model
+    from trace_gym.policies.hf import HFPolicy, tiny_test_model
 
-    try:
-        model, tok = tiny_test_model(0)
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()
+    model, tok = tiny_test_model(0)
     model.config.max_position_embeddings = 64
     inner = _Inner(HFPolicy(model, tok, max_new_tokens=8, greedy=True))
     guard = ContextGuard(inner)

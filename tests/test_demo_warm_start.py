@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("peft")
+from tests.extras import need, need_smollm2
+
+need("torch")
+need("trl")
+need("peft")
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -49,12 +51,8 @@ def test_demo_with_a_warm_start_runs_on_the_merged_model_and_resumes(toolsandbox
     from trace_gym.demo.stages import Context, demo_plan
     from trace_gym.pipeline import StageStore
     from trace_gym.pipeline.warm import WarmStartMismatch
-    from trace_gym.policies.hf import ModelUnavailableError, smollm2_gguf_path
 
-    try:
-        smollm2_gguf_path()  # the tiny model borrows SmolLM2's tokenizer
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()  # the tiny model borrows SmolLM2's tokenizer
     out = private_dir / "demo"
     summary = run_demo(_cfg(out), Console(width=100))
     rows = {s["stage"]: s for s in summary["stages"]}

@@ -9,17 +9,19 @@ import sys
 import gymnasium as gym
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.extras import need, need_smollm2
+
+need("torch")
+need("transformers")
 
 try:
     from helpers_envs import ENV_ID
 except ImportError:  # tests/ imported as a package
     from tests.helpers_envs import ENV_ID
 
-from trace_gym.policies.hf import HFPolicy, ModelUnavailableError, tiny_test_model
-from trace_gym.policies.prompting import template_messages
-from trace_gym.rollout import TrajectoryStore, collect, rollout
+from trace_gym.policies.hf import HFPolicy, tiny_test_model  # noqa: E402
+from trace_gym.policies.prompting import template_messages  # noqa: E402
+from trace_gym.rollout import TrajectoryStore, collect, rollout  # noqa: E402
 
 pytestmark = pytest.mark.model
 
@@ -36,12 +38,11 @@ TOOLS = [{"type": "function", "function": {"name": "write_note", "description": 
 def tiny():
     import torch
 
+    need_smollm2()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a tiny model gains nothing from threads on a shared machine
     try:
         yield tiny_test_model(seed=0)
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
     finally:
         torch.set_num_threads(threads)
 
@@ -184,9 +185,11 @@ def test_invalid_settings(tiny):
         _policy(tiny, top_p=0.0)
 
 
-def test_top_k_top_p_sampling_runs(tiny):
-    p = _policy(tiny, top_k=5, top_p=0.9, temperature=0.7)
-    assert isinstance(p.act(MESSAGES, TOOLS), str)
+def test_top_k_top_p_sampling_is_seeded_and_top_k_1_is_greedy(tiny):
+    sampled = [_policy(tiny, top_k=5, top_p=0.9, temperature=0.7, seed=3).act(MESSAGES, TOOLS) for _ in range(2)]
+    assert sampled[0] == sampled[1] and sampled[0]  # a fresh policy with the same seed samples the same text
+    greedy = _policy(tiny, greedy=True).act(MESSAGES, TOOLS)
+    assert _policy(tiny, top_k=1, temperature=0.7, seed=4).act(MESSAGES, TOOLS) == greedy  # one candidate: the argmax
 
 
 def test_rollouts_with_the_tiny_model_are_reproducible(tiny, tmp_path):
@@ -213,10 +216,8 @@ def test_importing_policies_does_not_import_torch():
 
 @pytest.mark.slow
 def test_real_smollm2_generates():
-    try:
-        p = HFPolicy.smollm2(device="cpu", max_new_tokens=8, greedy=True)
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()
+    p = HFPolicy.smollm2(device="cpu", max_new_tokens=8, greedy=True)
     assert p.model.config.model_type == "llama" and not hasattr(p.model.config, "quantization_config")
     hello = [{"role": "user", "content": "Say hello."}]
     text = p.act(hello, [])
@@ -242,7 +243,7 @@ def test_greedy_batch_matches_transformers_generate(tiny):
 def test_peft_wrapped_model_uses_the_base_models_forward_arguments(tiny):
     """Through a PEFT wrapper the policy still passes the cache by its current name and asks
     for the last position's logits only; a fresh LoRA (B = 0) leaves greedy output unchanged."""
-    peft = pytest.importorskip("peft")
+    peft = need("peft")
     import copy
 
     model, tok = tiny

@@ -9,9 +9,11 @@ import json
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-peft = pytest.importorskip("peft")
-gguf = pytest.importorskip("gguf")
+from tests.extras import need, need_smollm2
+
+torch = need("torch")
+peft = need("peft")
+gguf = need("gguf")
 
 from trace_gym.policies.hf import HFPolicy, ModelUnavailableError, tiny_test_model  # noqa: E402
 from trace_gym.policies.lora_gguf import write_lora_gguf  # noqa: E402
@@ -84,10 +86,8 @@ def _smollm2_and_gguf():
     from trace_gym.policies.hf import load_smollm2
     from trace_gym.policies.hf_models import smollm2_gguf_path
 
-    try:
-        return (*load_smollm2(), smollm2_gguf_path())
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()
+    return (*load_smollm2(), smollm2_gguf_path())
 
 
 def test_a_merged_gguf_is_the_model_with_the_adapter_merged(tmp_path):
@@ -187,13 +187,11 @@ def test_merging_into_a_float_copy_patches_only_the_adapted_weights(tmp_path):
 # ----------------------------------------------------------------------------- the policy on llama.cpp
 @pytest.fixture(scope="module")
 def smollm2():
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    need("llama_cpp")
     from trace_gym.policies.hf import load_smollm2
 
-    try:
-        return load_smollm2()
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()
+    return load_smollm2()
 
 
 PROMPT = [{"role": "system", "content": "You are a helpful assistant."},
@@ -462,7 +460,7 @@ def test_backend_llamacpp_says_what_it_needs(monkeypatch, tmp_path):
     with pytest.raises(ModelUnavailableError, match=r"pip install 'trace-gym\[llamacpp\]'"):
         _llamacpp_sampler(cfg)
     monkeypatch.undo()
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    need("llama_cpp")
     with pytest.raises(ValueError, match="set sampler_gguf=PATH"):
         _llamacpp_sampler(cfg)
     with pytest.raises(FileNotFoundError, match="no GGUF file at"):
@@ -473,10 +471,8 @@ def test_attention_heads_come_from_the_model_gguf_and_a_lora_gguf_is_refused(tmp
     from trace_gym.policies.hf_models import smollm2_gguf_path
     from trace_gym.policies.lora_gguf import gguf_attention_heads
 
-    try:
-        source = smollm2_gguf_path()
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()
+    source = smollm2_gguf_path()
     assert gguf_attention_heads(source) == gguf_attention_heads(str(source)) == ("llama", 9, 3)
     model, _ = tiny_test_model(seed=0)
     _adapter(tmp_path / "a", model)

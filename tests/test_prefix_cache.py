@@ -9,10 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.extras import need, need_smollm2
 
-from trace_gym.policies.hf import HFPolicy, ModelUnavailableError, tiny_test_model  # noqa: E402
+torch = need("torch")
+need("transformers")
+
+from trace_gym.policies.hf import HFPolicy, tiny_test_model  # noqa: E402
 from trace_gym.policies.prefix_cache import (  # noqa: E402
     PrefixKVCache,
     cache_argument,
@@ -25,10 +27,8 @@ pytestmark = pytest.mark.model
 
 @pytest.fixture(scope="module")
 def tiny(one_torch_thread):
-    try:
-        return tiny_test_model(seed=0)
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()
+    return tiny_test_model(seed=0)
 
 
 def _kv(model, ids):
@@ -138,7 +138,7 @@ def test_bad_input_raises_and_changes_nothing(tiny):
 
 def test_policy_and_training_sampler_go_through_the_one_cache_class(tiny, monkeypatch):
     """HFPolicy and the GRPO sampler both look prefixes up and store rows through PrefixKVCache."""
-    pytest.importorskip("trl")
+    need("trl")
     from accelerate import Accelerator
 
     import trace_gym.train.shared_prefix as shared_prefix
@@ -184,7 +184,7 @@ def test_policy_and_training_sampler_go_through_the_one_cache_class(tiny, monkey
 
 def test_a_generation_config_the_decoding_loop_does_not_cover_samples_through_generate(tiny):
     """A repetition penalty sends the GRPO sampler to the model's ``generate``; per-prompt token limits still hold."""
-    pytest.importorskip("trl")
+    need("trl")
     from accelerate import Accelerator
 
     from trace_gym.train.generation import fast_sampling, transformers_generate_fn

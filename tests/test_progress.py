@@ -157,15 +157,21 @@ def test_eval_reports_every_episode_and_resumed_ones(tmp_path):
 
 
 def test_plain_mode_keeps_saying_something_while_a_step_runs_long():
+    import threading
     import time
 
+    def lines():
+        return [ln for ln in _text(con).splitlines() if ln.startswith("warm start: SFT")]
+
     con = _console()
+    before = set(threading.enumerate())
     with reporting(con, interval_s=0.2):
         with track("warm start: SFT", total=5, unit="steps") as t:
             t.update(0, note="loading the model")
-            time.sleep(0.75)  # a long step: nothing advances the tracker
-            lines = [ln for ln in _text(con).splitlines() if ln.startswith("warm start: SFT")]
-            assert len(lines) >= 3 and all("loading the model" in ln for ln in lines)
-    after = len(_text(con).splitlines())
-    time.sleep(0.5)
-    assert len(_text(con).splitlines()) == after  # the heartbeat stops with the reporter
+            [beat] = [th for th in threading.enumerate() if th not in before and th.name == "trace-gym-progress"]
+            deadline = time.monotonic() + 60  # a long step: nothing advances the tracker (a bound for a stuck run only)
+            while len(lines()) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(lines()) >= 3 and all("loading the model" in ln for ln in lines()) and t.done == 0
+    beat.join(timeout=60)
+    assert not beat.is_alive()  # the heartbeat thread ends with the reporter: nothing is printed after it

@@ -74,7 +74,7 @@ def test_served_episodes_are_the_lock_step_episodes():
     served = rollout_queue([gym.make(ENV_ID) for _ in range(3)], policy, seeds, on_episode=lambda t: ended.append(t.seed))
     assert _plain(served) == _plain(lock) and sorted(ended) == seeds
     assert policy.held_most == 3  # the envs kept the policy's slots full
-    assert all(t.timings["policy_s"] >= 0 for t in served)
+    assert all(0 < t.timings["policy_s"] <= t.timings["total_s"] for t in served)  # each episode's share of the serving
 
 
 def test_collect_serves_and_resumes(tmp_path):

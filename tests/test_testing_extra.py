@@ -27,5 +27,19 @@ def test_strategies_without_hypothesis_say_how_to_install_it(monkeypatch, build)
 
 
 def test_strategies_build_with_hypothesis():
-    pytest.importorskip("hypothesis")
-    assert testing.text_actions() is not None
+    import json
+
+    from hypothesis import HealthCheck, given, settings
+
+    drawn: list = []
+
+    @settings(max_examples=60, database=None, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(testing.text_actions(), testing.hostile_actions(["get_order_details"], max_size=50))
+    def draw(text, hostile):
+        drawn.append((text, hostile))
+
+    draw()
+    assert len(drawn) >= 20 and all(isinstance(t, str) and isinstance(h, str) for t, h in drawn)
+    tagged = [t[len("<tool_call>"):-len("</tool_call>")] for t, _ in drawn if t.startswith("<tool_call>{") and t.endswith("}</tool_call>")]
+    assert any(set(json.loads(body)) == {"name", "arguments"} for body in tagged), drawn  # a well-formed tagged call
+    assert any("get_order_details" in h for _, h in drawn), drawn  # the hostile actions call the tool names given

@@ -111,10 +111,15 @@ def test_tune_moves_directed_knobs_only_toward_the_band(toolsandbox_data):
     decl = gym.make(env_id).unwrapped.cap_spec.data["difficulty"]
     start = calibrate(env_id, make_policy("reference"), [0, 1], 1)
     best, res, trace = tune(env_id, make_policy("reference"), [0, 1], 1, (0.0, 0.1), start=start, max_rounds=1)
-    for t in trace[1:]:
-        for name, v in t.get("difficulty", {}).items():
+    tried = [t["difficulty"] for t in trace[1:] if "difficulty" in t]
+    assert any(d != start.difficulty for d in tried), trace  # the search did move some knob
+    for d in tried:
+        for name, v in d.items():
             moved = v - start.difficulty[name]
-            assert moved == 0 or (moved > 0) == (decl[name]["harder"] == "up"), (name, t)
+            if decl[name].get("tune") is False:
+                assert moved == 0, (name, d)  # a knob declared not to tune stays
+            else:
+                assert moved == 0 or (moved > 0) == (decl[name]["harder"] == "up"), (name, d)
 
 
 def test_tune_refuses_a_cap_that_cannot_measure_the_current_setting(tau2_data):

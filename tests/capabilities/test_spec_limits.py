@@ -21,7 +21,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trace_gym.capabilities.matchers import OPERATORS
+from trace_gym.capabilities.matchers import OPERATORS, matches
 from trace_gym.capabilities.spec import SpecError, load_spec, parse_spec
 from trace_gym.capabilities.specfile import (
     MAX_SPEC_ALIASES,
@@ -120,8 +120,11 @@ def test_deep_nesting_is_refused_without_a_recursion_error(depth, style):
 
 def test_nesting_within_the_limit_is_accepted():
     depth = MAX_SPEC_DEPTH - 1
-    assert parse_spec_text("[" * depth + "]" * depth, "x.json") is not None
-    assert parse_spec_text("a: " + "[" * (depth - 1) + "]" * (depth - 1), "x.yaml") is not None
+    def nested(n):
+        return [] if n == 1 else [nested(n - 1)]
+
+    assert parse_spec_text("[" * depth + "]" * depth, "x.json") == nested(depth)
+    assert parse_spec_text("a: " + "[" * (depth - 1) + "]" * (depth - 1), "x.yaml") == {"a": nested(depth - 1)}
 
 
 _KEYS = st.from_regex(r"[a-z][a-z_]{0,6}", fullmatch=True)
@@ -218,8 +221,7 @@ def _matcher_slots(doc):
 def test_an_unknown_matcher_operator_is_refused_naming_the_field(doc_i, op, data):
     doc = copy.deepcopy(DOCS[doc_i])
     paths = list(_matcher_slots(doc))
-    if not paths:
-        return
+    assert paths, doc["id"]  # every starter spec has matchers to corrupt
     path = data.draw(st.sampled_from(paths))
     parent = doc
     for part in path[:-1]:
@@ -234,8 +236,13 @@ def test_equality_with_a_mapping_is_written_with_eq():
     case = doc["cases"][0]
     reward = next(r for r in case["rewards"] if r.get("args"))
     key = next(iter(reward["args"]))
-    reward["args"][key] = {"eq": {"any": "mapping"}}
-    parse_spec(doc, "ok.yaml")
+    reward["args"][key] = {"eq": {"colour": "red"}}
+    spec = parse_spec(doc, "ok.yaml")  # accepted: the mapping is eq's operand, not a map of operators
+    kept = next(r for r in spec.data["cases"][0]["rewards"] if r["name"] == reward["name"])["args"][key]
+    assert kept == {"eq": {"colour": "red"}}
+    assert matches({"colour": "red"}, kept) and not matches({"colour": "blue"}, kept) and not matches("red", kept)
+    with pytest.raises(SpecError, match="unknown operator 'colour'"):  # the same mapping bare is read as operators
+        parse_spec(dict(doc, cases=[dict(case, rewards=[dict(reward, args={key: {"colour": "red"}})])]), "bare.yaml")
 
 
 def test_one_bad_file_in_a_spec_folder_does_not_break_import(tmp_path):

@@ -18,6 +18,8 @@ import yaml
 import trace_gym  # noqa: F401  (registers the ids)
 from trace_gym.capabilities import CapabilityEnv
 from trace_gym.capabilities.calibrate import make_policy, tune
+from trace_gym.capabilities.scenario import UnsolvableScenarioError
+from trace_gym.capabilities.templating import TemplateError
 from trace_gym.core.toolcalls import format_tool_call
 from trace_gym.pipeline.stages import Synthesis, calibrate_envs, env_kwargs_for, with_knobs
 from trace_gym.testing import run_actions
@@ -74,7 +76,7 @@ def _binds(env: CapabilityEnv, seed: int, case: str) -> bool:
     try:
         env.reset(seed=seed, options={"case": case})
         return True
-    except Exception:  # noqa: BLE001 - this seed's world lacks the case's situation
+    except (UnsolvableScenarioError, TemplateError):  # this seed's world lacks the case's situation
         return False
 
 

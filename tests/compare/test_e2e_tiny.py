@@ -11,9 +11,11 @@ import json
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("gepa")
+from tests.extras import need
+
+need("torch")
+need("trl")
+need("gepa")
 
 from trace_gym.compare.pipeline import CompareConfig, run_compare  # noqa: E402
 
@@ -21,9 +23,6 @@ pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 
 def test_tiny_compare_on_mock(tmp_path):
-    from trace_gym.data import tau2_domain_dir
-
-    tau2_domain_dir("mock")
     cfg = CompareConfig(
         target="trace/tau2-mock-v0", model="tiny", budget=4, out=str(tmp_path / "run"), trials=1,
         n_train_tasks=3, n_test_tasks=2, env_kwargs={"max_steps": 3}, gen={"max_new_tokens": 6, "temperature": 1.0},

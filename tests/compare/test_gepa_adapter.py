@@ -4,9 +4,10 @@ import gymnasium as gym
 import pytest
 
 from tests.compare.envs import ENV_ID, MAGIC, InstructionFollower
+from tests.extras import need
 from trace_gym.compare.budget import BudgetExceeded, RolloutBudget
 
-pytest.importorskip("gepa")
+need("gepa")
 
 from trace_gym.baselines.gepa_adapter import (  # noqa: E402
     BudgetStopper,
@@ -62,7 +63,8 @@ def test_gepa_optimize_finds_the_better_instruction_within_budget(tmp_path):
     assert run.seed_val_score == 0.0
     assert run.best_val_score == 1.0 and run.best_candidate == {"system_prompt": MAGIC}
     assert budget.used == ad.rollouts == run.rollouts <= 14
-    assert budget.remaining < BudgetStopper(budget, 2, 2).worst or run.best_val_score == 1.0
+    # the stopper ended the run: one more iteration (at most 2 * minibatch + n_val rollouts) would not fit
+    assert 0 <= budget.remaining < BudgetStopper(budget, 2, 2).worst
     assert any("reward 0.000" in p for p in prompts)  # the feedback reached the reflection model
 
 

@@ -7,10 +7,11 @@ import json
 import pytest
 
 from tests.compare.envs import ENV_ID, MAGIC, InstructionFollower
+from tests.extras import need
 from trace_gym.compare import pipeline
 from trace_gym.compare.pipeline import CompareConfig, run_compare
 
-pytest.importorskip("gepa")
+need("gepa")
 
 
 def _reflect(prompt):

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("gepa")
+from tests.extras import need, need_smollm2
+
+need("torch")
+need("trl")
+need("gepa")
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -30,12 +32,8 @@ def _preset(name: str) -> dict:
 def test_tiny_compare_on_toolsandbox(tmp_path):
     from trace_gym.compare.pipeline import CompareConfig, run_compare
     from trace_gym.core.tasks import task_groups, task_source_for
-    from trace_gym.policies.hf import ModelUnavailableError, smollm2_gguf_path
 
-    try:
-        smollm2_gguf_path()  # the tiny model borrows SmolLM2's tokenizer
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()  # the tiny model borrows SmolLM2's tokenizer
     fields = _preset("smoke-toolsandbox")
     assert fields["target"] == "trace/toolsandbox-v0"
     assert _preset("cpu-toolsandbox")["target"] == "trace/toolsandbox-v0"

@@ -42,9 +42,6 @@ class _Agent:
 
 
 def test_base_rollouts_resume_counts_kept_episodes_once(tmp_path):
-    from trace_gym.data import tau2_domain_dir
-
-    tau2_domain_dir("mock")
     from trace_gym.compare.methods import target_splits
 
     train, _, _ = target_splits("trace/tau2-mock-v0", seed=0)
@@ -68,9 +65,6 @@ def test_base_rollouts_resume_counts_kept_episodes_once(tmp_path):
 
 
 def test_survey_reports_each_domain_and_split_and_auto_picks_a_target(tmp_path):
-    from trace_gym.data import tau2_domain_dir
-
-    tau2_domain_dir("mock")
     from trace_gym.compare.pipeline import run_compare
 
     cfg = CompareConfig(target="auto", out=str(tmp_path), methods=["base"], trials=1, n_test_tasks=1,

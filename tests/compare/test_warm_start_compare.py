@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("peft")
+from tests.extras import need, need_smollm2
+
+need("torch")
+need("trl")
+need("peft")
 
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -92,12 +94,8 @@ def test_compare_with_a_shared_warm_start(toolsandbox_data, tmp_path):
     from trace_gym.compare.pipeline import run_compare
     from trace_gym.compare.report import ledger_markdown
     from trace_gym.pipeline.warm import WarmStartMismatch
-    from trace_gym.policies.hf import ModelUnavailableError, smollm2_gguf_path
 
-    try:
-        smollm2_gguf_path()  # the tiny model borrows SmolLM2's tokenizer
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()  # the tiny model borrows SmolLM2's tokenizer
     out = tmp_path / "run"
     cfg = _cfg(out)
     doc = run_compare(cfg, log=lambda m: None)

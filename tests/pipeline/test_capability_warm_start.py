@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("peft")
+from tests.extras import need
+
+torch = need("torch")
+need("trl")
+need("peft")
 
 from trace_gym.pipeline.budget import RolloutBudget  # noqa: E402
 from trace_gym.pipeline.learn import train_capability  # noqa: E402

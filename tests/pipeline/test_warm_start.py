@@ -9,9 +9,11 @@ import json
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("peft")
+from tests.extras import need, need_smollm2
+
+torch = need("torch")
+need("trl")
+need("peft")
 
 from trace_gym.pipeline.warm import (  # noqa: E402
     ADAPTER_DIR,
@@ -36,12 +38,8 @@ def _settings(**kw):
 
 
 def _tiny_tokenizer_or_skip():
-    from trace_gym.policies.hf import ModelUnavailableError, smollm2_gguf_path
 
-    try:
-        smollm2_gguf_path()  # the tiny model borrows SmolLM2's tokenizer
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()  # the tiny model borrows SmolLM2's tokenizer
 
 
 def test_default_envs_are_the_builtin_capability_envs_of_the_targets_domain(tmp_path):

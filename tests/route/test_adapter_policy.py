@@ -2,8 +2,10 @@ import json
 
 import pytest
 
-torch = pytest.importorskip("torch")
-peft = pytest.importorskip("peft")
+from tests.extras import need
+
+torch = need("torch")
+peft = need("peft")
 
 from trace_gym.policies.hf import HFPolicy, tiny_test_model  # noqa: E402
 from trace_gym.route import NO_ADAPTER  # noqa: E402

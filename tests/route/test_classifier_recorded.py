@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.extras import need, need_smollm2
 
-from trace_gym.policies.hf import ModelUnavailableError, load_smollm2, tiny_test_model  # noqa: E402
+torch = need("torch")
+
+from trace_gym.policies.hf import load_smollm2, tiny_test_model  # noqa: E402
 from trace_gym.route.classifier import ClassifierRouter  # noqa: E402
 
 RECORD = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "classifier_router_smollm2.json").read_text())
@@ -32,10 +34,8 @@ def test_replayed_scores_give_the_recorded_routes(monkeypatch):
 
 @pytest.mark.model
 def test_real_smollm2_reproduces_the_recorded_scores():
-    try:
-        model, tok = load_smollm2()
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()
+    model, tok = load_smollm2()
     router = ClassifierRouter(model, tok, labels=RECORD["labels"])
     for r in RECORD["records"]:
         got = router.scores(r["query"])

@@ -1,6 +1,8 @@
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.extras import need
+
+torch = need("torch")
 
 from trace_gym.policies.hf import tiny_test_model  # noqa: E402
 from trace_gym.route import NO_ADAPTER  # noqa: E402

@@ -1,6 +1,8 @@
 import pytest
 
-pytest.importorskip("sentence_transformers")
+from tests.extras import need
+
+need("sentence_transformers")
 
 from trace_gym.route import NO_ADAPTER, RetrievalRouter, RouterIndex  # noqa: E402
 from trace_gym.route.embed import Embedder  # noqa: E402

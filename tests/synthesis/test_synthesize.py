@@ -1,14 +1,11 @@
 import json
 
-import pytest
 import yaml
 
 from trace_gym.analysis.taxonomy import TAXONOMY
 from trace_gym.llm import CassetteClient, ChatReply, request_key
 from trace_gym.synthesis import synthesize
 from trace_gym.synthesis.synthesize import spec_id_for
-
-pytest.importorskip("trace_gym.capabilities.spec")
 
 
 def _doc(selected):

@@ -10,8 +10,6 @@ from trace_gym.analysis.taxonomy import TAXONOMY, TOOLSANDBOX_CAPABILITIES
 from trace_gym.synthesis import synthesize
 from trace_gym.synthesis.synthesize import synthesis_domains
 
-pytest.importorskip("trace_gym.capabilities.spec")
-
 
 def _doc(selected):
     return {"format": "trace-gym/capabilities@1", "selected": selected, "candidates": [c.to_dict() for c in TAXONOMY]}

@@ -21,7 +21,7 @@ def _make(domain, **kw):
     from trace_gym.tau2.env import Tau2Env
 
     env = Tau2Env(domain, **kw)
-    env.data  # noqa: B018 - load now so a missing data folder skips
+    env.data  # noqa: B018 - load the domain now, outside the code under test
     return env
 
 

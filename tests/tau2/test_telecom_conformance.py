@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.corpora import find_corpus_dir
+from tests.corpora import corpus_dir, find_corpus_dir
 from trace_gym.tau2.data import load_tasks
 from trace_gym.tau2.engine import Tau2Environment, corpus_uuid_source
 
@@ -45,7 +45,8 @@ def _tasks() -> dict[str, dict[str, Any]]:
 
 def _need_data() -> None:
     if not _sequences():
-        pytest.skip("τ²-bench data not found: run `trace-gym data fetch tau2` or set TAU2_DATA_DIR")
+        folder = corpus_dir("tau2")  # skips, naming the corpora, when they are not on this machine
+        raise AssertionError(f"{folder} lacks tools_telecom.jsonl")
 
 
 def _injected_source(seq: dict[str, Any]) -> Callable[[], str]:
@@ -134,9 +135,8 @@ def test_a_different_id_source_changes_only_the_new_bill_id() -> None:
 
 def test_every_task_initial_state_hashes() -> None:
     """All 114 telecom tasks: hashes after ``initial_state`` (the initialization actions)."""
-    folder = _conformance_dir()
-    if folder is None or not (folder / "initial_hashes.json").is_file():
-        pytest.skip("τ²-bench data not found: run `trace-gym data fetch tau2` or set TAU2_DATA_DIR")
+    folder = corpus_dir("tau2")
+    assert (folder / "initial_hashes.json").is_file(), f"{folder} lacks initial_hashes.json"
     recorded = json.loads((folder / "initial_hashes.json").read_text())["task_initial_states"]["telecom"]
     tasks = _tasks()
     assert set(recorded) == set(tasks) and len(tasks) == 114
@@ -151,9 +151,7 @@ def test_every_task_initial_state_hashes() -> None:
 
 
 def test_initial_database_hashes() -> None:
-    folder = _conformance_dir()
-    if folder is None:
-        pytest.skip("τ²-bench data not found: run `trace-gym data fetch tau2` or set TAU2_DATA_DIR")
+    """The engine's own telecom data (no corpus needed): its hashes are tau2's."""
     env = Tau2Environment("telecom")
     assert env.hashes() == {
         "db_hash": "304cf5ef059852e117ea801ab9a5efc24c9713ec887679dc2e30acceb4b6742d",

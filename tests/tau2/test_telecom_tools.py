@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from functools import lru_cache
 from typing import Any
 
@@ -271,12 +270,9 @@ def test_tool_lists_follow_the_data_files() -> None:
     assert not env.mutates_state("check_status_bar")
 
 
-# --------------------------------------------------------------------------- speed
-def test_episode_start_is_cheap() -> None:
-    task_ids = list(_tasks())
-    _env(task_ids[0])  # warm the domain cache
-    start = time.perf_counter()
-    for task_id in task_ids:
-        _env(task_id)
-    per_task = (time.perf_counter() - start) / len(task_ids)
-    assert per_task < 0.02, f"{per_task * 1000:.2f} ms per telecom episode start"
+def test_every_task_initial_state_applies() -> None:
+    """Each of the 114 telecom tasks' initialization (data and actions) runs on a fresh engine (how long this takes
+    is ``reset`` in ``benchmarks/tau2_speed.py``)."""
+    fresh = _env().hashes()
+    changed = [task_id for task_id in _tasks() if _env(task_id).hashes() != fresh]
+    assert len(_tasks()) == 114 and len(changed) == 114, sorted(set(_tasks()) - set(changed))  # every task sets some state

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+
+from tests.extras import need
 
 pytestmark = pytest.mark.model
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = need("torch")
+transformers = need("transformers")
 
 
 def _tiny_model(vocab_size: int):
@@ -20,7 +21,7 @@ def _tiny_model(vocab_size: int):
 
 def _byte_level_tokenizer():
     """A tokenizer built in memory (no download): byte-level BPE without merges, plus a chat template."""
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = need("tokenizers")
     alphabet = sorted(tokenizers.pre_tokenizers.ByteLevel.alphabet())
     vocab = {c: i for i, c in enumerate(alphabet)}
     for special in ("<s>", "</s>", "<pad>"):
@@ -79,5 +80,5 @@ def test_local_model_tool_calls_are_parsed_with_parse_action():
     # without user tools, or when the text is no call, it is a message
     assert Scripted(call).chat([], tools=None) == ChatReply(call)
     assert Scripted("My phone is broken.").chat([], tools=tools) == ChatReply("My phone is broken.")
+    assert ByteTokenizer().encode("hé") == [1, 104 + 3, 0xC3 + 3, 0xA9 + 3]  # BOS, then UTF-8 bytes offset by 3
     assert ByteTokenizer().decode(ByteTokenizer().encode("héllo")) == "héllo"
-    assert np is not None

@@ -57,7 +57,7 @@ def test_reset_by_name_category_and_seed(root):
         env.reset(options={"category": "NOPE"})
 
 
-def test_oracle_trajectories_score_as_upstream(root):
+def test_oracle_trajectories_score_as_upstream():
     env = _make(unknown_tool="abort")  # upstream's runner aborts on a tool that is not offered
     checked = 0
     for path in sorted(corpus_dir("toolsandbox").glob("*.jsonl")):

@@ -5,14 +5,12 @@ from __future__ import annotations
 import copy
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from tests.corpora import corpus_dir
-from trace_gym.data import toolsandbox_data_dir
 from trace_gym.toolsandbox.evaluation import (
     EvaluationInputError,
     Trajectory,
@@ -95,10 +93,6 @@ def constraint(database: str, similarity: str, rows: list[dict[str, Any]], kinds
         column_similarity=FrozenDict(specs),
         **kw,
     )
-
-
-def data_or_skip() -> Path:
-    return toolsandbox_data_dir()
 
 
 def record(record_id: str) -> dict[str, Any]:
@@ -410,7 +404,7 @@ def test_minefield_call_zeroes_the_episode() -> None:
 
 
 def test_no_milestones_means_one_and_no_minefields_means_zero() -> None:
-    scenarios = load_scenarios() if data_or_skip() else {}
+    scenarios = load_scenarios()
     empty = next(s for s in scenarios.values() if not s.milestones and s.minefields)
     rows = [{"sandbox_message_index": i, **r} for i, r in enumerate(empty.sandbox_rows())]
     rows = [{k: r[k] for k in r} for r in rows]
@@ -425,7 +419,7 @@ def test_no_milestones_means_one_and_no_minefields_means_zero() -> None:
 
 
 def test_aborted_episodes_score_zero_with_max_turns() -> None:
-    scenario = load_scenarios()["wifi_off"] if data_or_skip() else None
+    scenario = load_scenarios()["wifi_off"]
     result = aborted_result(scenario, {"type": "KeyError", "message": "'x'", "phase": "play"})
     assert (result.similarity, result.turn_count, dict(result.milestone_mapping)) == (0.0, 30, {})
     assert result.to_dict()["exception"]["type"] == "KeyError"
@@ -454,7 +448,7 @@ def test_aborted_episodes_score_zero_with_max_turns() -> None:
     ],
 )
 def test_malformed_inputs_raise_clear_errors_and_change_nothing(mutate, expected: str) -> None:
-    scenarios = load_scenarios() if data_or_skip() else {}
+    scenarios = load_scenarios()
     rec = record("wifi_off/oracle")
     messages, dbs = copy.deepcopy(rec["messages"]), copy.deepcopy(rec["db_snapshots"])
     mutate(messages, dbs)

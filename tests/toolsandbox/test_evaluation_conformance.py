@@ -7,29 +7,22 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from pathlib import Path
 
 import pytest
 
-from trace_gym.data import toolsandbox_data_dir
+from tests.corpora import corpus_files, missing
 from trace_gym.toolsandbox.conformance import score_corpus, score_record
 from trace_gym.toolsandbox.scenarios import load_scenarios
 
-
-def _corpus_files() -> list[Path]:
-    root = toolsandbox_data_dir()
-    return sorted((root / "conformance").glob("*.jsonl"))
-
-
-FILES = _corpus_files()
+FILES = corpus_files("toolsandbox")
 
 
 def _records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-@pytest.mark.skipif(not FILES, reason="ToolSandbox conformance corpus not available (TOOLSANDBOX_DATA_DIR)")
+@pytest.mark.skipif(not FILES, reason=missing("toolsandbox"))
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_every_public_record_is_reproduced(path: Path) -> None:
     scenarios = load_scenarios()
@@ -50,7 +43,7 @@ def test_every_public_record_is_reproduced(path: Path) -> None:
     print(f"{path.stem}: {len(records)} records, {1000 * sum(elapsed) / len(records):.2f} ms per evaluation")
 
 
-@pytest.mark.skipif(not FILES, reason="ToolSandbox conformance corpus not available (TOOLSANDBOX_DATA_DIR)")
+@pytest.mark.skipif(not FILES, reason=missing("toolsandbox"))
 def test_score_corpus_counts_and_reports_disagreements(tmp_path: Path) -> None:
     records = _records(FILES[0])[:6]
     agree, total, failures = score_corpus([FILES[0]])
@@ -67,15 +60,3 @@ def test_score_corpus_counts_and_reports_disagreements(tmp_path: Path) -> None:
     assert failures[0].startswith(f"{tampered[0]['id']}: similarity: expected")
     assert "turn_count" in failures[1] and "milestone_mapping" in failures[2]
     assert "not a JSON record" in failures[3] and "no such file" in failures[4]
-
-
-@pytest.mark.skipif(not FILES, reason="ToolSandbox conformance corpus not available (TOOLSANDBOX_DATA_DIR)")
-def test_scoring_is_fast_enough() -> None:
-    scenarios = load_scenarios()
-    records = _records(FILES[0])
-    score_record(records[0], scenarios)  # warm-up: imports rouge-score / nltk
-    start = time.perf_counter()
-    for record in records:
-        score_record(record, scenarios)
-    per_record = (time.perf_counter() - start) / len(records)
-    assert per_record < 0.5, f"{per_record * 1000:.1f} ms per evaluation"

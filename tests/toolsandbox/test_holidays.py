@@ -102,7 +102,6 @@ def test_first_lookup_does_not_import_the_holidays_package() -> None:
 
 
 def test_the_tool_on_an_injected_world() -> None:
-
     from trace_gym.toolsandbox.toolbox import ToolBox
     from trace_gym.toolsandbox.world import World
 

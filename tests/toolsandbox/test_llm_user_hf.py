@@ -3,10 +3,11 @@
 import gymnasium as gym
 import pytest
 
-pytest.importorskip("torch")
+from tests.extras import need
+
+need("torch")
 
 import trace_gym  # noqa: E402,F401
-from trace_gym.data import toolsandbox_data_dir  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +25,6 @@ def tiny_model_dir(tmp_path_factory):
 
 
 def test_llm_user_episode_runs_end_to_end(tiny_model_dir):
-    toolsandbox_data_dir()
     env = gym.make("trace/toolsandbox-v0", user="llm-hf", user_model=str(tiny_model_dir))
     obs, info = env.reset(seed=0, options={"category": "multiple_user_turn"})
     assert info["messages"][-1]["role"] == "user"

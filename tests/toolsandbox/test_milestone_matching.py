@@ -23,6 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.corpora import corpus_files, missing
 from trace_gym.toolsandbox.matching import best_assignment
 
 Score = Callable[[int, int, tuple[int, ...]], float]
@@ -241,13 +242,11 @@ def _stretched_records(limit: int) -> list[tuple[str, dict, list[dict]]]:
     with their agent/execution rows repeated (a looping agent) to 24 messages."""
     import json
 
-    from trace_gym.data import toolsandbox_data_dir
     from trace_gym.toolsandbox.scenarios import load_scenarios
 
-    root = toolsandbox_data_dir()
     scenarios = load_scenarios()
     out = []
-    for path in sorted((root / "conformance").glob("*.jsonl")):
+    for path in corpus_files("toolsandbox"):
         for line in path.read_text(encoding="utf-8").splitlines():
             rec = json.loads(line)
             scenario = scenarios[rec["scenario"]]
@@ -267,7 +266,7 @@ def _stretched_records(limit: int) -> list[tuple[str, dict, list[dict]]]:
 STRETCHED = _stretched_records(6)
 
 
-@pytest.mark.skipif(not STRETCHED, reason="ToolSandbox conformance corpus not available (TOOLSANDBOX_DATA_DIR)")
+@pytest.mark.skipif(not STRETCHED, reason=missing("toolsandbox"))
 @pytest.mark.parametrize(("record_id", "record", "rows"), STRETCHED, ids=[r[0] for r in STRETCHED])
 def test_milestone_mapping_equals_the_exhaustive_search_on_looping_trajectories(
     record_id: str, record: dict, rows: list[dict]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import tests.train.envs  # noqa: F401  (registers trace-test/train-*)
+from tests.extras import need, need_smollm2
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -15,13 +16,11 @@ def _one_thread_for_training_tests(one_torch_thread):
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    pytest.importorskip("transformers")
-    from trace_gym.policies.hf import ModelUnavailableError, load_smollm2_tokenizer
+    need("transformers")
+    from trace_gym.policies.hf import load_smollm2_tokenizer
 
-    try:
-        tok = load_smollm2_tokenizer()
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
+    need_smollm2()
+    tok = load_smollm2_tokenizer()
     tok.padding_side = "left"
     return tok
 

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("trl")
-pytest.importorskip("peft")
+from tests.extras import need
+
+need("trl")
+need("peft")
 
 import tests.train.envs  # noqa: E402,F401  (registers trace-test/train-*)
 
@@ -49,7 +51,7 @@ def scored(monkeypatch):
 
 
 def _run_example(monkeypatch, *argv):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     monkeypatch.setattr(sys, "argv", [str(SCRIPT), *map(str, argv)])
     torch.manual_seed(0)
     return runpy.run_path(str(SCRIPT), run_name="__main__")["trainer"]
@@ -99,7 +101,7 @@ def test_the_docs_snippet_is_the_example(tmp_path, tiny_folder, monkeypatch):
             .replace("max_steps=10", "max_steps=1").replace('"runs/trl_grpo', f'"{tmp_path}/trl_grpo')
             .replace("trace/cap-refund-policy-v0", "trace-test/train-single-v0")
             .replace('report_to="none"', 'report_to="none", use_cpu=True, bf16=False'))
-    pytest.importorskip("torch").manual_seed(0)
+    need("torch").manual_seed(0)
     scope: dict = {}
     exec(compile(code, "docs/training.md", "exec"), scope)  # noqa: S102
     assert scope["trainer"].state.global_step == 1

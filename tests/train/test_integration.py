@@ -40,13 +40,10 @@ def test_collect_episodes_max_steps_cuts_long_episodes():
 
 
 def test_env_metadata_of_a_capability_env(tau2_data):
-    import pytest
-
     from trace_gym.train.trainer import env_metadata
 
     env_id = "trace/cap-refund-policy-v0"
-    if env_id not in gym.registry:
-        pytest.skip("capability envs are not registered in this build")
+    assert env_id in gym.registry, f"{env_id} is not registered"
     env = gym.make(env_id, disable_env_checker=True)
     env.reset(seed=0)
     meta = env_metadata(env)

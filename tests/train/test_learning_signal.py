@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.extras import need
 from trace_gym.train.trainer import learning_signal
 
 pytestmark = pytest.mark.model
@@ -21,7 +22,7 @@ def test_learning_signal_counts_constant_groups():
 
 
 def test_constant_reward_run_warns_loudly_reports_progress_and_hides_renamed_api_warnings(tmp_path, capsys):
-    pytest.importorskip("trl")
+    need("trl")
     from rich.console import Console
 
     from trace_gym.cli import main

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("peft")
+from tests.extras import need
+
+need("torch")
+need("trl")
+need("peft")
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import pytest
+from tests.extras import need
 
-torch = pytest.importorskip("torch")
-peft = pytest.importorskip("peft")
-pytest.importorskip("trl")
+torch = need("torch")
+peft = need("peft")
+need("trl")
 
 from trace_gym.policies.hf_models import tiny_test_model  # noqa: E402
 from trace_gym.train.generation import fast_sampling, sampler_model  # noqa: E402

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("peft")
+from tests.extras import need
+
+torch = need("torch")
+need("trl")
+need("peft")
 
 from tests.train.conftest import trained_looking_lora  # noqa: E402
 from trace_gym.train.config import ConfigError, TrainConfig  # noqa: E402

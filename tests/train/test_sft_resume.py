@@ -7,9 +7,11 @@ import shutil
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("peft")
+from tests.extras import need
+
+torch = need("torch")
+need("trl")
+need("peft")
 
 from tests.train.test_warm_start import DEMO_ENV, _cfg, _weights  # noqa: E402
 from trace_gym.train.config import ConfigError  # noqa: E402

@@ -6,9 +6,11 @@ import json
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("peft")
+from tests.extras import need
+
+torch = need("torch")
+need("trl")
+need("peft")
 
 from tests.train.conftest import trained_looking_lora  # noqa: E402
 from trace_gym.train.shared_prefix import cache_argument, plan_prefix_clusters, prefix_log_probs, supported  # noqa: E402

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
+from tests.extras import need
 
-torch = pytest.importorskip("torch")
+torch = need("torch")
 
 from trace_gym.train.trainer import _skipping_trainer_class  # noqa: E402
 

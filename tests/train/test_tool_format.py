@@ -5,6 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
+from tests.extras import need
 from trace_gym.core.toolcalls import parse_action
 from trace_gym.policies.prompting import format_calls, render_chat, resolve_tool_format, tool_instructions
 
@@ -88,7 +89,7 @@ def test_smollm2_prompt_lists_tools_and_shows_earlier_calls_in_its_format(tokeni
 
 
 def test_policy_and_training_renderer_agree_on_the_format(tokenizer):
-    pytest.importorskip("torch")
+    need("torch")
     from trace_gym.policies.hf import SMALL_MODEL_SAMPLING, HFPolicy, tiny_test_model
     from trace_gym.train.chat import ChatRenderer
 

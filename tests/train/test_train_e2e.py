@@ -10,9 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("peft")
+from tests.extras import need
+
+torch = need("torch")
+need("trl")
+need("peft")
 
 from tests.train.envs import HINT  # noqa: E402
 from trace_gym.train import TrainConfig, train  # noqa: E402

@@ -6,9 +6,11 @@ import json
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("trl")
-pytest.importorskip("peft")
+from tests.extras import need
+
+torch = need("torch")
+need("trl")
+need("peft")
 
 from trace_gym.core.toolcalls import parse_action  # noqa: E402
 from trace_gym.policies.prompting import format_calls  # noqa: E402
