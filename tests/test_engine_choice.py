@@ -7,6 +7,7 @@ import importlib.util
 
 import pytest
 
+from tests.extras import need, need_smollm2
 from trace_gym.demo import DemoConfig
 from trace_gym.demo.guard import GIVE_UP, ContextGuard
 from trace_gym.policies import engine
@@ -38,7 +39,8 @@ def test_demo_config_checks_the_engine(tmp_path):
 
 
 def test_context_guard_over_llama_cpp():
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python (the llamacpp extra) is not installed")
+    need("llama_cpp")
+    need_smollm2()
     from trace_gym.policies import policy_from_spec
 
     pol = policy_from_spec("llamacpp:smollm2", max_new_tokens=8, greedy=True, batch_size=2)

@@ -15,5 +15,4 @@ def env_data(env_id):
     """The capability env can be made (its domain's data is packaged: a failure here is a failure)."""
     import gymnasium as gym
 
-
     gym.make(env_id).close()

@@ -11,5 +11,5 @@ from trace_gym.data import toolsandbox_data_dir
 
 @pytest.fixture(scope="module")
 def root() -> Path:
-    """The ToolSandbox data folder; the test is skipped without it."""
+    """The ToolSandbox data folder the engine reads (the packaged copy unless a data variable or the cache says otherwise)."""
     return toolsandbox_data_dir()
