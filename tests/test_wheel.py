@@ -86,6 +86,9 @@ def test_the_wheel_holds_the_package_data_and_no_tests(wheel_venv):
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(wheel).read(meta).decode()
     assert "License-Expression: MIT" in text
+    import trace_gym
+
+    assert f"\nVersion: {trace_gym.__version__}\n" in text
 
 
 def test_every_env_resets_and_steps_from_the_wheel_alone(wheel_venv):

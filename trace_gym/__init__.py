@@ -3,7 +3,7 @@
 from .core import Message, TextSpace, Tool, ToolCall, ToolEnv, ToolSet, parse_action
 from .registration import list_envs, register_all
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["Message", "TextSpace", "Tool", "ToolCall", "ToolEnv", "ToolSet", "list_envs", "parse_action", "__version__"]
 
