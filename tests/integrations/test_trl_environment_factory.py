@@ -141,3 +141,22 @@ def test_environment_factory_trains_two_grpo_steps_and_logs_the_envs_reward(tmp_
         assert snap["rewards"] == pytest.approx(replayed)
         assert step["rewards/env_reward/mean"] == pytest.approx(sum(replayed) / len(replayed))
     json.dumps(logged, default=str)  # the logged completions are plain data
+
+
+def test_environment_factory_refuses_an_episode_with_other_tools():
+    cls = environment_factory(ENV)
+    other = type("Other", (cls,), {"_tool_names": cls._tool_names[:-1]})
+    with pytest.raises(ValueError, match="one tool list per env"):
+        other().reset(seed=0)
+
+
+@pytest.mark.usefixtures("toolsandbox_data")
+def test_environment_factory_gives_an_env_with_per_episode_tools_one_class_per_tool_list():
+    """ToolSandbox scenarios offer different tools: TRL's dict form, each row naming its episode's class."""
+    kwargs = environment_trainer_kwargs("trace/cap-ts-multiple-tool-call-v0", seeds=range(12))
+    factories, rows = kwargs["environment_factory"], kwargs["train_dataset"]
+    assert isinstance(factories, dict) and len(factories) > 1
+    for row in rows:
+        env = factories[row["environment"]]()
+        assert env.reset(seed=row["seed"], prompt=row["prompt"]) is None  # its tools are the episode's
+    assert isinstance(environment_trainer_kwargs(ENV, seeds=range(4))["environment_factory"], type)

@@ -55,6 +55,7 @@ class TraceEnvironment:
     _env_id: str = ""
     _make_env: Callable[[], Any]
     _seeds: Iterable[int]
+    _tool_names: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self._env = type(self)._make_env()
@@ -68,12 +69,17 @@ class TraceEnvironment:
 
         Returns ``None`` when the row's ``prompt`` is the episode's opening (TRL renders it),
         else the opening as text, which TRL appends to the prompt.  A ``prompt`` that is
-        not this episode's opening raises ``ValueError`` (a dataset built for other env settings).
+        not this episode's opening raises ``ValueError`` (a dataset built for other env settings), and
+        so does an episode whose tools are not the class's.
         """
         if seed is None:
             seed = next(type(self)._seeds)
         obs, info = self._env.reset(seed=int(seed))
         self._open, self._reward, self._reward_info, self._seed = True, None, {}, int(seed)
+        names = tuple(t.get("function", t)["name"] for t in info.get("tools") or [])
+        if names != type(self)._tool_names:
+            raise ValueError(f"{self._env_id} seed {seed} has the tools {list(names)}, not the {list(type(self)._tool_names)} "
+                             "the environment class was built with: TRL's mode needs one tool list per env")
         opening = opening_messages(info)
         if prompt is None:
             return render_messages(opening)
@@ -177,22 +183,9 @@ def tool_method(schema: dict[str, Any]) -> Callable[..., str]:
     return method
 
 
-def environment_factory(env_id: str, *, env_kwargs: dict[str, Any] | None = None, seed: int = 0,
-                        probe_seed: int = 0) -> type[TraceEnvironment]:
-    """The class TRL's ``environment_factory`` calls: one fresh env per instance, the env's tools as methods.
-
-    The tools are read from one reset (``probe_seed``); an env whose tool list changes
-    between episodes raises ``ValueError`` at the reset that shows it.  Episodes reset
-    without a ``seed`` take the next seed from ``seed`` up.
-    """
-    from ..train.trainer import make_env_factory
-
-    make = make_env_factory(env_id, env_kwargs)
-    probe = make()
-    _, info = probe.reset(seed=probe_seed)
-    probe.close()
-    schemas = list(info.get("tools") or [])
-    names = [s.get("function", s)["name"] for s in schemas]
+def _environment_class(env_id: str, make: Callable[[], Any], schemas: list[dict[str, Any]], seed: int,
+                       suffix: str = "") -> type[TraceEnvironment]:
+    names = [sc.get("function", sc)["name"] for sc in schemas]
     members: dict[str, Any] = {"_env_id": env_id, "_make_env": staticmethod(make), "_seeds": itertools.count(seed),
                                "_tool_names": tuple(names), "__doc__": f"The {env_id} env as a TRL environment."}
     for schema in schemas:
@@ -201,25 +194,47 @@ def environment_factory(env_id: str, *, env_kwargs: dict[str, Any] | None = None
             raise ValueError(f"tool {method.__name__!r} of {env_id} clashes with a member of the environment class")
         members[method.__name__] = method
     cls_name = "".join(ch if ch.isalnum() else "_" for ch in env_id.split("/")[-1])
-    return type(f"TraceEnvironment_{cls_name}", (TraceEnvironment,), members)
+    return type(f"TraceEnvironment_{cls_name}{suffix}", (TraceEnvironment,), members)
+
+
+def environment_factory(env_id: str, *, env_kwargs: dict[str, Any] | None = None, seed: int = 0,
+                        probe_seed: int = 0) -> type[TraceEnvironment]:
+    """The class TRL's ``environment_factory`` calls: one fresh env per instance, the env's tools as methods.
+
+    The tools are read from one reset (``probe_seed``); an episode with other tools raises
+    ``ValueError`` at its reset (:func:`environment_trainer_kwargs` gives such envs one class
+    per tool list).  Episodes reset without a ``seed`` take the next seed from ``seed`` up.
+    """
+    from ..train.trainer import make_env_factory
+
+    make = make_env_factory(env_id, env_kwargs)
+    probe = make()
+    _, info = probe.reset(seed=probe_seed)
+    probe.close()
+    return _environment_class(env_id, make, list(info.get("tools") or []), seed)
+
+
+def _openings(env_id: str, seeds: list[int], env_kwargs: dict[str, Any] | None) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+    """Per seed: the episode's opening messages and its tools."""
+    from ..train.trainer import make_env_factory
+
+    env = make_env_factory(env_id, env_kwargs)()
+    out = []
+    for s in seeds:
+        _, info = env.reset(seed=int(s))
+        out.append((opening_messages(info), list(info.get("tools") or [])))
+    env.close()
+    if not out:
+        raise ValueError("seeds is empty")
+    return out
 
 
 def environment_dataset(env_id: str, seeds: Iterable[int], *, env_kwargs: dict[str, Any] | None = None):
     """A ``datasets.Dataset``: per seed, the episode's opening as ``prompt`` and the ``seed``."""
     from datasets import Dataset
 
-    from ..train.trainer import make_env_factory
-
-    env = make_env_factory(env_id, env_kwargs)()
-    prompts, seed_list = [], []
-    for s in seeds:
-        _, info = env.reset(seed=int(s))
-        prompts.append(opening_messages(info))
-        seed_list.append(int(s))
-    env.close()
-    if not seed_list:
-        raise ValueError("seeds is empty")
-    return Dataset.from_dict({"prompt": prompts, "seed": seed_list})
+    seed_list = [int(s) for s in seeds]
+    return Dataset.from_dict({"prompt": [o for o, _ in _openings(env_id, seed_list, env_kwargs)], "seed": seed_list})
 
 
 def _final_message(completion: Any) -> str | None:
@@ -255,13 +270,34 @@ environment_reward.__name__ = "env_reward"
 
 
 def environment_trainer_kwargs(env_id: str, *, seeds: Iterable[int], env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``train_dataset``, ``environment_factory`` and ``reward_funcs`` for ``trl.GRPOTrainer``."""
-    seeds = [int(s) for s in seeds]
-    return {
-        "train_dataset": environment_dataset(env_id, seeds, env_kwargs=env_kwargs),
-        "environment_factory": environment_factory(env_id, env_kwargs=env_kwargs, probe_seed=seeds[0] if seeds else 0),
-        "reward_funcs": [environment_reward],
-    }
+    """``train_dataset``, ``environment_factory`` and ``reward_funcs`` for ``trl.GRPOTrainer``.
+
+    An env whose episodes offer different tools (ToolSandbox scenarios) gets one environment
+    class per tool list, as TRL's dict form (``{name: class}``, each row's ``environment``
+    naming its class), so every prompt shows exactly its episode's tools.
+    """
+    from datasets import Dataset
+
+    from ..train.trainer import make_env_factory
+
+    seed_list = [int(s) for s in seeds]
+    openings = _openings(env_id, seed_list, env_kwargs)
+    make = make_env_factory(env_id, env_kwargs)
+    groups: dict[tuple[str, ...], str] = {}
+    classes: dict[str, type[TraceEnvironment]] = {}
+    names = []
+    for s, (_, tools) in zip(seed_list, openings, strict=True):
+        key = tuple(t.get("function", t)["name"] for t in tools)
+        if key not in groups:
+            groups[key] = f"tools{len(groups)}"
+            classes[groups[key]] = _environment_class(env_id, make, tools, s, suffix=f"_{groups[key]}")
+        names.append(groups[key])
+    data: dict[str, list[Any]] = {"prompt": [o for o, _ in openings], "seed": seed_list}
+    if len(classes) == 1:
+        factory: Any = next(iter(classes.values()))
+    else:
+        factory, data["environment"] = classes, names
+    return {"train_dataset": Dataset.from_dict(data), "environment_factory": factory, "reward_funcs": [environment_reward]}
 
 
 def tool_calling_tokenizer(tokenizer: Any) -> Any:
