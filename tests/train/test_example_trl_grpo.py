@@ -59,7 +59,7 @@ def _run_example(monkeypatch, *argv):
 
 def test_example_trains_one_step_on_the_agents_tokens_and_saves_an_adapter(tmp_path, tiny_folder, scored, monkeypatch):
     out = tmp_path / "run"
-    trainer = _run_example(monkeypatch, tiny_folder, "trace-test/train-spread-v0", 1, out)
+    trainer = _run_example(monkeypatch, tiny_folder, "trace-test/train-spread-v0", 1, out, "rollout_func")
     assert trainer.state.global_step == 1
     assert (out / "adapter" / "adapter_model.safetensors").exists()
     stats = trainer.rollout_func.stats
@@ -79,7 +79,7 @@ def test_example_trains_one_step_on_the_agents_tokens_and_saves_an_adapter(tmp_p
 def test_a_constant_group_reaches_trl_masked_out(tmp_path, tiny_folder, scored, monkeypatch):
     """What a first step that logs ``completions/mean_length`` 0 over 12 rollouts means: the group's four
     episodes had one reward, twice more on fresh seeds, so the group was masked out of the loss."""
-    trainer = _run_example(monkeypatch, tiny_folder, "trace-test/train-constant-v0", 1, tmp_path / "run")
+    trainer = _run_example(monkeypatch, tiny_folder, "trace-test/train-constant-v0", 1, tmp_path / "run", "rollout_func")
     stats = trainer.rollout_func.stats
     assert (stats.rollouts, stats.resampled_groups, stats.dropped_groups) == (12, 2, 1)
     [batch] = scored
@@ -87,6 +87,17 @@ def test_a_constant_group_reaches_trl_masked_out(tmp_path, tiny_folder, scored, 
     assert all(len(e.completion_ids) > 0 for e in trainer.rollout_func.last_episodes)  # the agent did play
     [logged] = [r for r in trainer.state.log_history if "completions/mean_length" in r]
     assert logged["completions/mean_length"] == 0
+
+
+@pytest.mark.usefixtures("toolsandbox_data")
+def test_example_trains_through_environment_factory_by_default(tmp_path, tiny_folder, monkeypatch, capsys):
+    """The example's default mode: TRL's environment_factory on a ToolSandbox capability env, one step."""
+    out = tmp_path / "run"
+    trainer = _run_example(monkeypatch, tiny_folder, "trace/cap-ts-canonicalization-v0", 1, out)
+    assert trainer.state.global_step == 1 and trainer.environment_factories is not None
+    assert trainer.rollout_func is None
+    assert (out / "adapter" / "adapter_model.safetensors").exists()
+    assert "step 1: env reward" in capsys.readouterr().out
 
 
 def test_the_docs_snippet_is_the_example(tmp_path, tiny_folder, monkeypatch):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 
 __all__ = ["main", "COMMANDS", "CommandError", "UsageError", "MAX_EPISODES", "check_count", "input_file",
-           "check_policy_file", "writable_output", "removing_empty_output"]
+           "check_policy_file", "writable_output", "removing_empty_output", "env_kwargs_arg"]
 
 COMMANDS = [
     "trace_gym.cli.envs",
@@ -35,6 +35,7 @@ COMMANDS = [
     "trace_gym.cli.demo",
     "trace_gym.cli.compare",
     "trace_gym.cli.data",
+    "trace_gym.cli.serve",
 ]
 
 
@@ -77,6 +78,21 @@ def input_file(path: str | os.PathLike[str], what: str, hint: str = "") -> Path:
     if not p.exists():
         raise UsageError(f"{what} not found: {path}{hint}")
     return p
+
+
+def env_kwargs_arg(text: str | None, flag: str = "--env-kwargs") -> dict | None:
+    """A flag's JSON object of ``gym.make`` keyword arguments (``None``: not given); else a :class:`UsageError`."""
+    import json
+
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{flag} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{flag} must be a JSON object of gym.make keyword arguments")
+    return value
 
 
 def check_policy_file(spec: str) -> None:

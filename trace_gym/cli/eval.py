@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 
@@ -54,7 +53,7 @@ def _run(args: argparse.Namespace) -> int:
     from trace_gym.progress import reporting
 
     console = Console()
-    from trace_gym.cli import MAX_EPISODES, UsageError, check_count, check_policy_file
+    from trace_gym.cli import MAX_EPISODES, UsageError, check_count, check_policy_file, env_kwargs_arg
 
     check_count("--trials", args.trials)
     check_count("--limit", args.limit)
@@ -62,12 +61,7 @@ def _run(args: argparse.Namespace) -> int:
     check_count("--seed", args.seed, low=0, high=2**32 - 1)
     for spec in args.policy:
         check_policy_file(spec)
-    try:
-        env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--env-kwargs is not JSON: {exc}") from None
-    if env_kwargs is not None and not isinstance(env_kwargs, dict):
-        raise UsageError("--env-kwargs must be a JSON object of gym.make keyword arguments")
+    env_kwargs = env_kwargs_arg(args.env_kwargs)
     tasks = args.tasks.split(",") if args.tasks else default_tasks(args.env, args.split, env_kwargs)
     if args.limit is not None:
         tasks = tasks[: args.limit]
