@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.corpora import complete_copy
 from trace_gym.toolsandbox.catalog import load_catalog
 from trace_gym.toolsandbox.scenarios import (
     DATABASES,
@@ -43,8 +44,9 @@ def raw_lines(data_dir: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def manifest(data_dir: Path) -> dict:
-    return json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))
+def manifest() -> dict:
+    """The export's manifest.json (counts per source and category): recorded beside the corpora, not shipped."""
+    return json.loads((complete_copy("toolsandbox") / "manifest.json").read_text(encoding="utf-8"))
 
 
 def test_counts_match_the_manifest(scenarios: dict[str, Scenario], manifest: dict) -> None:
