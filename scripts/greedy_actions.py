@@ -142,9 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         out[mode] = play(mode, names, a.batch, a.max_new_tokens)
         print(f"{mode}: {sum(len(e['actions']) for e in out[mode]['episodes'])} actions in "
               f"{out[mode]['seconds']:.1f}s", flush=True)
-    tmp = a.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out, indent=1, ensure_ascii=False))
-    os.replace(tmp, a.out)
+        tmp = a.out.with_suffix(".tmp")  # after every mode, so an interrupted run keeps what it played
+        tmp.write_text(json.dumps(out, indent=1, ensure_ascii=False))
+        os.replace(tmp, a.out)
     return 0
 
 

@@ -75,6 +75,14 @@ def good_domain():
     return DictDomain("good", [_tool()], _world, "prompt")
 
 
+def listed_user_tools_domain():
+    class Listed(DictDomain):
+        def user_tool_names(self):
+            return ["look"]
+
+    return Listed("listed", [_tool()], _world, "prompt")
+
+
 def _error(name: str) -> str:
     with pytest.raises(DomainPluginError) as info:
         get_domain(name)
@@ -127,6 +135,7 @@ def test_the_example_domain_is_deterministic_and_a_failed_write_changes_nothing(
     ("gone=tests.no_such_module:make", "cannot import module 'tests.no_such_module'"),
     ("missing=tests.test_byo_domain:no_such_factory", "has no attribute 'no_such_factory'"),
     ("other=tests.test_byo_domain:good_domain", "the domain calls itself 'good'"),
+    ("listed=tests.test_byo_domain:listed_user_tools_domain", "user_tool_names() must return a set of tool names"),
 ])
 def test_a_broken_plugin_is_one_line_naming_it(plugins, item, expected):
     plugins(item)
@@ -226,3 +235,15 @@ def test_the_example_runs_the_whole_loop_with_the_tiny_model(private_dir):
     assert all(0 <= row["mean"] <= 1 and row["episodes"] == 2 for row in summary["card"].values())
     assert (out / "adapters" / "bookshop" / "adapter_model.safetensors").exists()
     assert (out / "eval" / "comparison.json").exists() and (out / "card.json").exists()
+
+
+def test_the_plugin_check_asks_for_every_method_the_protocol_declares():
+    """``PROTOCOL_METHODS`` is read from :class:`CapabilityDomain` itself, so the check cannot lag behind it."""
+    from trace_gym.capabilities.domains import CapabilityDomain, TelecomDomain, get_domain
+    from trace_gym.capabilities.plugins import PROTOCOL_METHODS
+
+    declared = {n for n in CapabilityDomain.__dict__ if callable(getattr(CapabilityDomain, n)) and not n.startswith("_")}
+    assert set(PROTOCOL_METHODS) == declared and "user_tool_names" in PROTOCOL_METHODS
+    for name in ("retail", "toolsandbox"):  # single control: the user has no tools of their own
+        assert get_domain(name).user_tool_names() == frozenset()
+    assert "toggle_airplane_mode" in TelecomDomain().user_tool_names()

@@ -1,4 +1,4 @@
-"""trace_gym's import graph has no circle and no private name crosses a subsystem.
+"""trace_gym's import graph has no circle and no private name crosses a subsystem; no module is over 600 lines.
 
 Every module's imports are read with :mod:`ast` (imports inside functions included, so a
 lazy import that only hides a circle still counts).  An edge goes to the module that holds
@@ -148,3 +148,8 @@ def test_no_import_circle():
 def test_no_private_name_crosses_a_subsystem():
     found = [p for p in private_imports() if p not in ALLOWED_PRIVATE]
     assert found == []
+
+
+def test_no_module_over_600_lines():
+    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600}
+    assert long == {}

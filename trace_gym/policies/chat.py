@@ -3,9 +3,10 @@
 A :class:`ChatPolicy` renders the conversation with the model's own chat template (or the
 tool listing of :mod:`~trace_gym.policies.prompting` where the template ignores tools),
 encodes it, checks each prompt fits the model's context, seeds one random generator per
-row from the policy seed, the episode seed and the prompt text, continues the rows
-(:meth:`ChatPolicy._decode`, the backend's part) and cuts each turn's text at its stop
-string.  :class:`~trace_gym.policies.hf.HFPolicy` runs ``transformers`` models over
+row from the policy seed, the episode seed and the prompt text (:meth:`ChatPolicy.prepare_row`),
+continues the rows (:meth:`ChatPolicy._decode`, the backend's part) and cuts each turn's text at
+its stop string (:meth:`ChatPolicy.finish_text`); a backend that serves requests continuously
+(llama.cpp's ``serve``) prepares and finishes each request with the same two methods.  :class:`~trace_gym.policies.hf.HFPolicy` runs ``transformers`` models over
 :func:`~trace_gym.policies.decoding.decode_rows`;
 :class:`~trace_gym.policies.llamacpp.LlamaCppPolicy` runs a GGUF file with llama.cpp.
 Both pick tokens with :func:`~trace_gym.policies.decoding.pick_tokens`, so a prompt and a
@@ -16,13 +17,21 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .base import ContextExceeded, PolicyError, Request
 from .decoding import DecodeStats, StopRule, pick_tokens
 from .prompting import TOOL_LISTINGS, action_stop_strings, end_of_turn, native_tools, render_chat, resolve_tool_format
 
-__all__ = ["ChatPolicy", "end_of_turn_ids"]
+__all__ = ["ChatPolicy", "PreparedRow", "end_of_turn_ids"]
+
+
+class PreparedRow(NamedTuple):
+    """One request ready to decode (:meth:`ChatPolicy.prepare_row`)."""
+
+    row: list[int]
+    limit: int
+    generator: Any
 
 
 def end_of_turn_ids(tokenizer: Any) -> set[int]:
@@ -167,11 +176,22 @@ class ChatPolicy:
         return pick_tokens(logits, greedy=self.greedy, temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
                            generators=generators)
 
-    def _generate_rows(self, prompts: Sequence[str], rows: list[list[int]], seeds: Sequence[int | None]) -> list[str]:
+    def prepare_row(self, prompt: str, row: list[int], episode_seed: int | None) -> PreparedRow:
+        """What decoding needs of one request: its prompt tokens ``row`` (checked to fit by :meth:`_encode`), its
+        token limit (``max_new_tokens``, or the room its prompt leaves in the context) and its generator (seeded
+        from the policy seed, the episode seed and the prompt text).  Every way of acting prepares rows here."""
         import torch
 
         context = self.context_limit()
-        limits = [self.max_new_tokens if context is None else min(self.max_new_tokens, context - len(r)) for r in rows]
-        generators = [torch.Generator(device="cpu").manual_seed(self._row_seed(p, s)) for p, s in zip(prompts, seeds, strict=True)]
-        produced = self._decode(rows, limits, lambda logits, idx: self._pick(logits, [generators[i] for i in idx]))
-        return [self.stop_rule.cut_text(self.tokenizer.decode(p, skip_special_tokens=True)) for p in produced]
+        limit = self.max_new_tokens if context is None else min(self.max_new_tokens, context - len(row))
+        return PreparedRow(row, limit, torch.Generator(device="cpu").manual_seed(self._row_seed(prompt, episode_seed)))
+
+    def finish_text(self, produced: Sequence[int]) -> str:
+        """The action a row's tokens make: their text, cut at the end of its first stop string."""
+        return self.stop_rule.cut_text(self.tokenizer.decode(list(produced), skip_special_tokens=True))
+
+    def _generate_rows(self, prompts: Sequence[str], rows: list[list[int]], seeds: Sequence[int | None]) -> list[str]:
+        prepared = [self.prepare_row(p, r, s) for p, r, s in zip(prompts, rows, seeds, strict=True)]
+        produced = self._decode([q.row for q in prepared], [q.limit for q in prepared],
+                                lambda logits, idx: self._pick(logits, [prepared[i].generator for i in idx]))
+        return [self.finish_text(p) for p in produced]

@@ -1,6 +1,12 @@
-"""The one decoding loop: a batch of token rows continued over a KV cache until each turn is complete.
+"""Token-level decoding: what every decoding loop shares, and the ``transformers`` loop itself.
 
-Both samplers run it: :class:`~trace_gym.policies.hf.HFPolicy` (evaluation, rollouts,
+Each engine family has one decoding loop: :func:`decode_rows` here for ``transformers`` models,
+and :meth:`~trace_gym.policies.llamacpp.LlamaCppEngine.run` for llama.cpp (continuous batching;
+lock step is the same loop without refills).  Both end turns with :class:`StopRule`, pick tokens
+with :func:`pick_tokens` (through the caller's ``pick``), draft with :class:`Drafts` at the
+engine's :data:`DRAFT_COST` and count with :class:`DecodeStats`.
+
+:func:`decode_rows` serves :class:`~trace_gym.policies.hf.HFPolicy` (evaluation, rollouts,
 calibration) and the GRPO rollout sampler
 (:func:`trace_gym.train.generation.transformers_generate_fn`).  What it does per batch:
 
@@ -31,7 +37,15 @@ from typing import Any
 
 from .base import ContextExceeded, PolicyError
 
-__all__ = ["ContextExceeded", "DecodeStats", "StopRule", "context_limit", "decode_rows", "pick_tokens"]
+__all__ = ["ContextExceeded", "DRAFT_COST", "DecodeStats", "Drafts", "NUCLEUS_CANDIDATES", "StopRule", "check_drafting",
+           "context_limit", "decode_rows", "pick_tokens"]
+
+DRAFT_COST = {"transformers": 0.05, "llama.cpp": 0.01}
+"""Each engine's default ``draft_cost``: what one more position per row adds to a decoding step, as a share of a
+one-token step.  ``transformers`` on this project's 2-core CPU, where a forward of a few dozen positions is
+compute-bound: 0.05 (a memory-bound GPU: near 0).  llama.cpp, chosen by measurement (benchmarks/rollout_speed.py,
+the adapter's 24 ToolSandbox episodes on 2 cores: ms per action token 20.6 without drafts; 20.5, 19.9, 17.4 and
+17.0 at 0.15, 0.06, 0.03 and 0.01)."""
 
 
 def context_limit(model: Any) -> int | None:
@@ -230,17 +244,17 @@ def check_drafting(lookahead: Any, cost: float = 0.0) -> None:
 
 
 class Drafts:
-    """Prompt-lookup drafting for a batch of rows, one implementation for every decoding loop.
+    """Prompt-lookup drafting for a batch of rows, the one implementation both decoding loops use.
 
     Row ``key``'s drafts are the tokens that followed the latest earlier occurrence of its last
     two tokens (:class:`_Lookup`).  :meth:`propose` sizes a step's drafts by each row's recent
-    acceptance and ``cost`` (what one more position per row adds to a step, as a share of a
+    acceptance and ``cost`` (the engine's :data:`DRAFT_COST`: what one more position per row adds to a step, as a share of a
     one-token step); :meth:`check` keeps a row's drafts as long as each is the token the
     caller's ``choose`` picks at that position, so the tokens are the ones plain decoding picks.
     ``lookahead`` 0 turns drafting off (every call is then a no-op).
     """
 
-    def __init__(self, rows: Sequence[Sequence[int]] = (), lookahead: int = 0, cost: float = 0.05):
+    def __init__(self, rows: Sequence[Sequence[int]], lookahead: int, cost: float):
         self.lookahead, self.cost = max(0, int(lookahead)), float(cost)
         self.lookups: dict[Any, _Lookup] = {}
         self.accept: dict[Any, float] = {}  # each row's running estimate of a draft token's chance to be kept
@@ -308,7 +322,7 @@ def decode_rows(
     prefix: Any = None,
     keep_stop_token: bool = False,
     lookahead: int = 0,
-    draft_cost: float = 0.05,
+    draft_cost: float = DRAFT_COST["transformers"],
     stats: DecodeStats | None = None,
 ) -> list[list[int]]:
     """Continue every row of ``rows`` (token ids) and return the ids each one produced.
@@ -329,8 +343,7 @@ def decode_rows(
     of the same logits, up to floating-point rounding of a wider forward; sampling: each
     token drawn from its exact conditional), several per weight read.  How many drafts a step
     checks follows each row's recent acceptance and ``draft_cost``: what one more position per
-    row adds to a forward, as a share of a one-token forward (a memory-bound GPU: near 0; this
-    project's 2-core CPU, where a forward of a few dozen positions is compute-bound: 0.05).
+    row adds to a forward, as a share of a one-token forward (:data:`DRAFT_COST`).
     Runs under ``torch.inference_mode``; ``stats`` (if given) is added to.
     """
     import time
@@ -391,7 +404,7 @@ def decode_rows(
 
         finished = [False] * batch
         produced: list[list[int]] = [[] for _ in range(batch)]
-        drafts = Drafts(rows, lookahead, draft_cost)
+        drafts = Drafts(rows, lookahead, cost=draft_cost)
         next_pos = [len(r) for r in rows]
 
         def emit(i: int, tok: int) -> bool:

@@ -32,7 +32,7 @@ from typing import Any
 
 from .base import ContextExceeded, PolicyError, RequestQueue
 from .chat import ChatPolicy
-from .decoding import DecodeStats, Drafts, StopRule, check_drafting
+from .decoding import DRAFT_COST, DecodeStats, Drafts, StopRule, check_drafting
 from .hf_models import (
     ModelUnavailableError,
     load_smollm2_tokenizer,
@@ -42,11 +42,7 @@ from .hf_models import (
 )
 from .prefix_cache import common_length
 
-__all__ = ["DRAFT_COST", "LlamaCppEngine", "LlamaCppPolicy", "require_llama_cpp"]
-
-# llama.cpp's ``draft_cost``, chosen by measurement (benchmarks/rollout_speed.py, the adapter's 24 ToolSandbox episodes
-# on 2 cores: ms per action token 20.6 without drafts; 20.5, 19.9, 17.4 and 17.0 at 0.15, 0.06, 0.03 and 0.01)
-DRAFT_COST = 0.01
+__all__ = ["LlamaCppEngine", "LlamaCppPolicy", "require_llama_cpp"]
 
 _LOG_CALLBACK: Any = None  # kept alive: llama.cpp calls it for every log line
 
@@ -76,12 +72,12 @@ class _Slot:
 
 
 class _Row:
-    """One request being served: its prompt tokens, token limit, generator and what it produced so far."""
+    """One row being decoded: its caller's key, prompt tokens, token limit and what it produced so far."""
 
-    __slots__ = ("key", "tokens", "limit", "generator", "produced")
+    __slots__ = ("key", "tokens", "limit", "produced")
 
-    def __init__(self, key: Any, tokens: list[int], limit: int, generator: Any):
-        self.key, self.tokens, self.limit, self.generator = key, tokens, limit, generator
+    def __init__(self, key: Any, tokens: list[int], limit: int):
+        self.key, self.tokens, self.limit = key, tokens, limit
         self.produced: list[int] = []
 
 
@@ -254,75 +250,115 @@ class LlamaCppEngine:
 
     def decode(self, rows: Sequence[Sequence[int]], *, max_new_tokens: Sequence[int], pick: Callable[[Any, list[int]], Any],
                stop: StopRule, stats: DecodeStats | None = None, keep_stop_token: bool = False, lookahead: int = 0,
-               draft_cost: float = DRAFT_COST) -> list[list[int]]:
-        """Continue ``rows`` as :func:`~trace_gym.policies.decoding.decode_rows` does (``pick(logits, idx)`` maps the
-        logits of rows ``idx`` to one token each; ``stop`` ends a row, its end-of-turn token left out unless
-        ``keep_stop_token``; ``lookahead`` > 0 checks that many prompt-lookup drafts per row and step, as
-        ``decode_rows`` does, each draft an extra position of the step's batch)."""
-        out: list[list[int]] = []
-        n = len(self.slots)
-        for start in range(0, len(rows), n):
-            out.extend(self._decode_chunk([list(r) for r in rows[start: start + n]], list(max_new_tokens[start: start + n]),
-                                          pick, stop, stats, keep_stop_token, lookahead, draft_cost))
+               draft_cost: float = DRAFT_COST["llama.cpp"]) -> list[list[int]]:
+        """Continue ``rows`` as :func:`~trace_gym.policies.decoding.decode_rows` does, in lock step: :meth:`run`
+        without refills, each group of as many rows as there are slots waiting for its longest (``pick(logits,
+        idx)`` maps the logits of rows ``idx`` to one token each; ``stop`` ends a row, its end-of-turn token left out
+        unless ``keep_stop_token``; ``lookahead`` > 0 checks that many prompt-lookup drafts per row and step)."""
+        rows = [list(r) for r in rows]
+        out: list[list[int]] = [[] for _ in rows]
+        waiting = iter(range(len(rows)))
+
+        def take() -> tuple[int, list[int], int] | None:
+            i = next(waiting, None)
+            return None if i is None else (i, rows[i], int(max_new_tokens[i]))
+
+        def answer(i: int, produced: list[int]) -> None:
+            out[i] = produced
+
+        self.run(take, answer, pick=pick, stop=stop, stats=stats, keep_stop_token=keep_stop_token, lookahead=lookahead,
+                 draft_cost=draft_cost, refill=False)
         return out
 
-    def _decode_chunk(self, rows: list[list[int]], limits: list[int], pick: Callable[[Any, list[int]], Any], stop: StopRule,
-                      stats: DecodeStats | None, keep_stop_token: bool = False, lookahead: int = 0,
-                      draft_cost: float = DRAFT_COST) -> list[list[int]]:
+    def run(self, take: Callable[[], tuple[Any, list[int], int] | None], answer: Callable[[Any, list[int]], None], *,
+            pick: Callable[[Any, list[Any]], Any], stop: StopRule, stats: DecodeStats | None = None,
+            keep_stop_token: bool = False, lookahead: int = 0, draft_cost: float = DRAFT_COST["llama.cpp"],
+            refill: bool = True) -> None:
+        """The token-level decoding loop: rows from ``take`` continued in the slots until ``take`` gives ``None``
+        and every row taken is answered.
+
+        ``take()`` gives the next row as ``(key, prompt tokens, token limit)`` or ``None`` (none now);
+        ``answer(key, produced)`` receives a row's tokens as soon as it is finished (and may make ``take``
+        give more).  Each round is one :meth:`advance`: rows taken into free slots are prefilled beside the
+        live rows' next tokens and drafts; ``pick(logits, keys)`` (a float32 tensor, one row per key) picks
+        a token per row, drafts are kept while they are the picked tokens (:class:`Drafts`, each an extra
+        position of the round at ``draft_cost``), and the positions of the others are taken back.
+        ``refill`` (continuous batching): a free slot takes a new row in the next round; without it (lock
+        step) new rows are taken only once every row in hand is finished.  ``stats`` records each group
+        of rows (lock step) or the whole run.  A failed decode raises
+        :class:`~trace_gym.policies.base.PolicyError` (no row in hand is answered).
+        """
         import numpy as np
         import torch
 
-        t0 = time.perf_counter()
-        slots = self._assign(rows)
+        live: dict[int, _Row] = {}  # slot -> its row
+        done: list[_Row] = []
+        drafts = Drafts((), lookahead, draft_cost)  # by slot
+        finished: set[int] = set()  # slots whose row finished this round
+        clock = {"prefill_s": 0.0, "decode_s": 0.0, "prefilled": 0, "steps": 0}
+
+        def choose(logits: Any, slots: list[int]) -> list[int]:
+            return [int(t) for t in pick(torch.from_numpy(logits), [live[s].key for s in slots]).tolist()]
+
+        def emit(s: int, tok: int) -> bool:
+            drafts.append(s, tok)
+            if stop.add(live[s].produced, tok, live[s].limit, keep_stop_token=keep_stop_token, stats=stats):
+                finished.add(s)
+                return True
+            return False
+
+        def record() -> None:
+            if stats is not None and done:
+                stats.record([r.tokens for r in done], [r.produced for r in done], prefilled=clock["prefilled"],
+                             steps=clock["steps"], prefill_s=clock["prefill_s"], decode_s=clock["decode_s"],
+                             drafted=drafts.drafted, accepted=drafts.accepted)
+            done.clear()
+            clock.update(prefill_s=0.0, decode_s=0.0, prefilled=0, steps=0)
+            drafts.drafted = drafts.accepted = 0
+
         try:
-            entries, last_entry, prefilled = self._prefill_entries(rows, slots)
-            logits = self._run(entries)
-        except BaseException:
-            self._forget(slots)
-            raise
-        prefill_done = time.perf_counter()
-        produced: list[list[int]] = [[] for _ in rows]
-        finished = [False] * len(rows)
-        drafts = Drafts(rows, lookahead, draft_cost)
-
-        def choose(column: Any, idx: list[int]) -> list[int]:
-            return [int(t) for t in pick(torch.from_numpy(column), idx).tolist()]
-
-        def emit(i: int, tok: int) -> bool:
-            drafts.append(i, tok)
-            finished[i] = stop.add(produced[i], tok, limits[i], keep_stop_token=keep_stop_token, stats=stats)
-            return finished[i]
-
-        live = list(range(len(rows)))
-        for i, tok in zip(live, choose(np.stack([logits[e] for e in last_entry]), live), strict=True):
-            emit(i, tok)
-        steps = 0
-        while True:
-            live = [i for i in live if not finished[i]]
-            if not live:
-                break
-            ahead = drafts.propose(live, [limits[i] - len(produced[i]) - 1 for i in live])
-            step, firsts = [], []
-            for i, extra in zip(live, ahead, strict=True):
-                slot = self.slots[slots[i]]
-                firsts.append(len(step))
-                for tok in (produced[i][-1], *extra):
-                    step.append((tok, len(slot.tokens), slots[i], True))
-                    slot.tokens.append(tok)
-            try:
-                got = self._run(step)
-            except BaseException:
-                self._forget(slots)
-                raise
-            fed = [[got[first + j] for j in range(1 + len(extra))] for first, extra in zip(firsts, ahead, strict=True)]
-            kept = drafts.check(live, lambda j, ks, fed=fed: np.stack([fed[k][j] for k in ks]), ahead, choose, emit)
-            for i, extra, k in zip(live, ahead, kept, strict=True):
-                self.rewind(slots[i], len(extra) - k)
-            steps += 1
-        if stats is not None:
-            stats.record(rows, produced, prefilled=prefilled, steps=steps, prefill_s=prefill_done - t0,
-                         decode_s=time.perf_counter() - prefill_done, drafted=drafts.drafted, accepted=drafts.accepted)
-        return produced
+            while True:
+                admitted: list[_Row] = []
+                while (refill or not live) and len(live) + len(admitted) < len(self.slots):
+                    item = take()
+                    if item is None:
+                        break
+                    admitted.append(_Row(*item))
+                if not admitted and not live:
+                    return
+                fed = list(live.items())
+                ahead = drafts.propose([s for s, _ in fed], [r.limit - len(r.produced) - 1 for _, r in fed])
+                t0 = time.perf_counter()
+                slots, first, after, n_pre = self.advance(
+                    [r.tokens for r in admitted], [(s, [r.produced[-1], *d]) for (s, r), d in zip(fed, ahead, strict=True)],
+                    [s for s in range(len(self.slots)) if s not in live])
+                spent = time.perf_counter() - t0
+                n_fed = len(fed) + sum(len(d) for d in ahead)
+                share = n_pre / (n_pre + n_fed) if n_pre + n_fed else 0.0
+                clock["prefill_s"] += spent * share
+                clock["decode_s"] += spent * (1 - share)
+                clock["prefilled"] += n_pre
+                clock["steps"] += bool(fed)  # a decode step: live rows took a token (admissions only: prefill)
+                for s, r in zip(slots, admitted, strict=True):
+                    live[s] = r
+                    drafts.start(s, r.tokens)
+                keys = [s for s, _ in fed] + slots
+                columns = after + [[f] for f in first]
+                finished.clear()
+                kept = drafts.check(keys, lambda j, ks, columns=columns: np.stack([columns[k][j] for k in ks]),
+                                    ahead + [[] for _ in admitted], choose, emit)
+                for (s, _), d, k in zip(fed, ahead, kept[: len(fed)], strict=True):
+                    self.rewind(s, len(d) - k)
+                for s in keys:
+                    if s in finished:
+                        r = live.pop(s)
+                        drafts.end(s)
+                        done.append(r)
+                        answer(r.key, r.produced)
+                if not live and not refill:
+                    record()  # one lock-step group
+        finally:
+            record()
 
     def advance(self, new_rows: list[list[int]], feed: list[tuple[int, Sequence[int]]],
                 free_slots: Sequence[int]) -> tuple[list[int], list[Any], list[list[Any]], int]:
@@ -420,7 +456,8 @@ class LlamaCppPolicy(ChatPolicy):
 
     def __init__(self, model_path: str | Path, tokenizer: Any = None, *, policy_id: str | None = None, batch_size: int = 4,
                  n_ctx: int | None = None, n_threads: int | None = None, weight_type: str = "auto",
-                 flash_attn: bool | None = False, lookahead: int = 8, draft_cost: float = DRAFT_COST, **options: Any):
+                 flash_attn: bool | None = False, lookahead: int = 8, draft_cost: float = DRAFT_COST["llama.cpp"],
+                 **options: Any):
         check_drafting(lookahead, draft_cost)
         model_path = Path(model_path)
         require_llama_cpp()
@@ -460,87 +497,39 @@ class LlamaCppPolicy(ChatPolicy):
     def serve(self, queue: RequestQueue) -> None:
         """Answer every request ``queue`` hands out, each in its own slot, continuously: a row whose action is
         complete is answered at once (its episode steps and may queue its next request) and its slot takes
-        the next request in the same round, so no row waits for the longest action of a batch.
+        the next request in the same round, so no row waits for the longest action of a batch
+        (:meth:`LlamaCppEngine.run` with refills; :meth:`act_batch` is the same loop without them).
 
-        Each action is what :meth:`act_batch` gives for the same request and episode seed: the same
-        prompt, stop rule, token limit and per-row generator, up to rounding: a round that prefills one
-        row beside other rows' next tokens can round its logits differently from a lock-step batch
-        (llama.cpp's kernels depend on the batch), so a sampled draw, or rarely a greedy one, may
-        differ.  A request whose prompt leaves no room in the context goes to ``queue.reject``; a
-        failed decode raises :class:`~trace_gym.policies.base.PolicyError` (nothing more is answered).
+        Each request is prepared and its text finished as :meth:`act_batch` does (:meth:`prepare_row`,
+        :meth:`finish_text`: the same prompt, token limit, per-row generator and stop rule), so an action
+        is :meth:`act_batch`'s for the same request and episode seed up to rounding: a round that prefills
+        one row beside other rows' next tokens can round its logits differently from a lock-step batch
+        (llama.cpp's kernels depend on the batch), so a sampled draw, or rarely a greedy one, may differ.
+        A request whose prompt leaves no room in the context goes to ``queue.reject``; a failed decode
+        raises :class:`~trace_gym.policies.base.PolicyError` (nothing more is answered).
         """
-        import numpy as np
-        import torch
+        generators: dict[Any, Any] = {}  # request key -> its row's generator
 
-        engine, stop, context = self.engine, self.stop_rule, self.context_limit()
-        live: dict[int, _Row] = {}  # slot -> its row
-        done: list[_Row] = []
-        drafts = Drafts(lookahead=self.lookahead, cost=self.draft_cost)  # by slot
-        finished: set[int] = set()  # slots whose action completed this round
-        prefill_s = decode_s = 0.0
-        prefilled = rounds = 0
+        def take() -> tuple[Any, list[int], int] | None:
+            while (item := queue.take()) is not None:
+                key, (messages, tools), seed = item
+                prompt = self.render_prompt(messages, tools)
+                try:
+                    [row] = self._encode([prompt])
+                except ContextExceeded as exc:
+                    queue.reject(key, exc)
+                    continue
+                prepared = self.prepare_row(prompt, row, seed)
+                generators[key] = prepared.generator
+                return key, prepared.row, prepared.limit
+            return None
 
-        def choose(logits: Any, keys: list[int]) -> list[int]:
-            return self._pick(torch.from_numpy(logits), [live[s].generator for s in keys]).tolist()
+        def answer(key: Any, produced: list[int]) -> None:
+            del generators[key]
+            queue.answer(key, self.finish_text(produced))
 
-        def emit(s: int, tok: int) -> bool:
-            drafts.append(s, tok)
-            if stop.add(live[s].produced, tok, live[s].limit, stats=self.decode_stats):
-                finished.add(s)
-                return True
-            return False
-
-        try:
-            while True:
-                admitted: list[_Row] = []
-                while len(live) + len(admitted) < len(engine.slots):
-                    item = queue.take()
-                    if item is None:
-                        break
-                    key, (messages, tools), seed = item
-                    prompt = self.render_prompt(messages, tools)
-                    try:
-                        [row] = self._encode([prompt])
-                    except ContextExceeded as exc:
-                        queue.reject(key, exc)
-                        continue
-                    limit = self.max_new_tokens if context is None else min(self.max_new_tokens, context - len(row))
-                    gen = torch.Generator(device="cpu").manual_seed(self._row_seed(prompt, seed))
-                    admitted.append(_Row(key, row, limit, gen))
-                if not admitted and not live:
-                    return
-                fed = list(live.items())
-                ahead = drafts.propose([s for s, _ in fed], [r.limit - len(r.produced) - 1 for _, r in fed])
-                t0 = time.perf_counter()
-                slots, first, after, n_pre = engine.advance(
-                    [r.tokens for r in admitted], [(s, [r.produced[-1], *d]) for (s, r), d in zip(fed, ahead, strict=True)],
-                    [s for s in range(len(engine.slots)) if s not in live])
-                spent = time.perf_counter() - t0
-                n_fed = len(fed) + sum(len(d) for d in ahead)
-                share = n_pre / (n_pre + n_fed) if n_pre + n_fed else 0.0
-                prefill_s, decode_s, prefilled = prefill_s + spent * share, decode_s + spent * (1 - share), prefilled + n_pre
-                rounds += bool(fed)  # a decode step: live rows took a token (a round of admissions only is prefill)
-                for s, r in zip(slots, admitted, strict=True):
-                    live[s] = r
-                    drafts.start(s, r.tokens)
-                keys = [s for s, _ in fed] + slots
-                columns = after + [[f] for f in first]
-                finished.clear()
-                kept = drafts.check(keys, lambda j, ks, columns=columns: np.stack([columns[k][j] for k in ks]),
-                                    ahead + [[] for _ in admitted], choose, emit)
-                for (s, _), d, k in zip(fed, ahead, kept[: len(fed)], strict=True):
-                    engine.rewind(s, len(d) - k)
-                for s in keys:
-                    if s in finished:
-                        r = live.pop(s)
-                        drafts.end(s)
-                        done.append(r)
-                        queue.answer(r.key, stop.cut_text(self.tokenizer.decode(r.produced, skip_special_tokens=True)))
-        finally:
-            if done:
-                self.decode_stats.record([r.tokens for r in done], [r.produced for r in done], prefilled=prefilled,
-                                         steps=rounds, prefill_s=prefill_s, decode_s=decode_s, drafted=drafts.drafted,
-                                         accepted=drafts.accepted)
+        self.engine.run(take, answer, pick=lambda logits, keys: self._pick(logits, [generators[k] for k in keys]),
+                        stop=self.stop_rule, stats=self.decode_stats, lookahead=self.lookahead, draft_cost=self.draft_cost)
 
     def _decode(self, rows: list[list[int]], limits: list[int], pick: Any) -> list[list[int]]:
         return self.engine.decode(rows, max_new_tokens=limits, pick=pick, stop=self.stop_rule, stats=self.decode_stats,
