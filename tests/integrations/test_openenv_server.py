@@ -16,7 +16,9 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-pytest.importorskip("openenv")
+from tests.extras import need  # noqa: E402
+
+need("openenv")
 
 import trace_gym  # noqa: E402,F401
 from trace_gym.integrations.openenv import TraceAction, TraceEnvClient, json_safe  # noqa: E402

@@ -5,7 +5,9 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
-skyrl_gym = pytest.importorskip("skyrl_gym")
+from tests.extras import need  # noqa: E402
+
+skyrl_gym = need("skyrl_gym")
 
 import trace_gym  # noqa: E402,F401
 from trace_gym.integrations.skyrl import ENTRY_POINT, dataset_rows, register  # noqa: E402

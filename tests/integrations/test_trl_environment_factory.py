@@ -8,8 +8,10 @@ import json
 import gymnasium as gym
 import pytest
 
-pytest.importorskip("trl")
-pytest.importorskip("peft")
+from tests.extras import need  # noqa: E402
+
+need("trl")
+need("peft")
 
 import trace_gym  # noqa: E402,F401
 from trace_gym.core.toolcalls import format_tool_call  # noqa: E402
@@ -106,7 +108,7 @@ def test_environment_factory_reset_refuses_a_prompt_of_another_episode():
 
 
 def test_environment_factory_trains_two_grpo_steps_and_logs_the_envs_reward(tmp_path):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 

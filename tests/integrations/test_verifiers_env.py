@@ -7,10 +7,12 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
-vf = pytest.importorskip("verifiers")
+from tests.extras import need  # noqa: E402
+
+vf = need("verifiers")
 if not hasattr(vf, "MultiTurnEnv"):
     pytest.skip("verifiers>=0.4 has no MultiTurnEnv; the verifiers extra pins <0.4", allow_module_level=True)
-pytest.importorskip("torch")
+need("torch")
 
 import trace_gym  # noqa: E402,F401
 from tests.integrations.chat_server import ChatServer  # noqa: E402
