@@ -99,8 +99,9 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     with reporting(console):  # every long stage shows a progress line (plain lines when not on a terminal)
         prepare_model(ctx, store, on_stage=finished)
-        acting = "llama.cpp" if ctx.acting_spec().startswith("llamacpp:") else "transformers"
-        console.print(f"[dim]acting on {acting} (--engine {cfg.engine}); training on transformers[/dim]")
+        acting = ctx.acting_spec()  # fixed once the model is prepared (a warm start's folder acts on transformers)
+        engine = "llama.cpp" if acting.startswith("llamacpp:") else "transformers"
+        console.print(f"[dim]acting on {engine} (--engine {cfg.engine}); training on transformers[/dim]")
         plan, extra = demo_plan(ctx)
         run_trace(plan, store, on_stage=finished)
         policies = {"base": lambda: ctx.load("base")}
@@ -143,7 +144,7 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, Any]:
                for d in capability.reports}}
     summary = {
         "config": cfg.to_dict(),
-        "acting": ctx.acting_spec(),  # the policy spec that played every episode (see DemoConfig.engine)
+        "acting": acting,  # the policy spec that played every episode (see DemoConfig.engine)
         "stages": rows,
         "total_seconds_this_run": round(time.perf_counter() - started, 1),
         "verdict": verdict(rows[-1]["found"]),
