@@ -393,7 +393,8 @@ def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budge
                            "train_wall_s": _train_wall(res), "note": ev["note"], "eval": ev["eval"],
                            "skipped": res.get("skipped")}
     if results.get("trace") and trained.get("trace", {}).get("adapters"):  # routing on the held-out tasks
-        trained["trace"]["held_out_routing"] = M.held_out_routing_of(trained["trace"], out / "eval" / "base.jsonl")
+        trained["trace"]["held_out_routing"] = M.held_out_routing_of(trained["trace"], out / "eval" / "base.jsonl",
+                                                                       seed=cfg.seed)
     doc = {"format": FORMAT, "config": cfg.to_dict(), "target": cfg.target, "budget": B, "seeds": {
         "seed": cfg.seed, "eval_seed": cfg.evaluation_seed, "trials": cfg.trials}, "splits": splits, "survey": survey,
         "methods": results, "details": trained, "warm_start": warm,

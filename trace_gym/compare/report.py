@@ -160,9 +160,9 @@ def ledger_markdown(doc: dict[str, Any]) -> str:
         rehearsed = sum(int(a.get("rehearsed") or 0) for a in details.get("adapters") or [])
         own = sum(int(a.get("rehearsed_base") or 0) for a in details.get("adapters") or [])
         if rehearsed:
-            stages += (f"; the adapters also rehearsed {rehearsed} episodes (not charged again"
-                       + (f"; {own} of them the base model's own successful train episodes" if own else
-                          ": the shared warm start's") + ")")
+            stages += (f"; the adapters also rehearsed {rehearsed} episodes (not charged again), {own} of them the base "
+                       "model's own successful train episodes" if own else
+                       f"; the adapters also rehearsed {rehearsed} episodes of the shared warm start (not charged again)")
         if method == "joint" and details.get("replayed") is not None:
             from .reference import joint_ledger_text
 
