@@ -43,7 +43,9 @@ Presets
              machine).  Two reference rows beside the methods: ``joint``, one adapter SFT'd on
              the union of the adapters' demonstrations (3 × 30 steps), no routing (an ablation; its
              extra cost is in the ledger), and ``oracle``, per scenario the better of base and each
-             adapter forced on it (an upper reference, not a method).
+             adapter forced on it (an upper reference, not a method); they add one SFT of 90
+             steps and three evaluations of the held-out scenarios (the joint adapter, the two
+             adapters not already evaluated as ``single``) to the time above.
 ``gpu``    — the configuration for one GPU (see below).
 
 GPU configuration (one H100/H200, 80+ GiB)

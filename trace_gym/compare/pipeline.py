@@ -10,7 +10,13 @@ evaluates:
 * ``trace`` — base rollouts on the train tasks → offline analysis → synthesized
   capability envs → calibration → one adapter per capability → retrieval routing,
   every rollout of every step charged to ``B``;
-* ``single`` — the trace adapter with the best final training reward, without routing.
+* ``single`` — the trace adapter with the best final training reward, without routing;
+* ``joint`` and ``oracle`` — reference rows built from TRACE's work (:mod:`trace_gym.compare.reference`): one
+  adapter SFT'd on every adapter's demonstrations together (an ablation), and per held-out task the better of
+  the base model and each adapter forced on it (an upper reference, not a method).
+
+The settings are a :class:`~trace_gym.compare.config.CompareConfig`; its ``seed`` is the one seed of every
+draw of the run.
 
 With ``warm_start`` on (the default for a ToolSandbox-family target with a real model) every
 method starts from the same weights: a format-only SFT on reference episodes of capability

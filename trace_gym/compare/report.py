@@ -117,7 +117,8 @@ def rich_paired_table(doc: dict[str, Any]):
     if not rows:
         return None
     t = compact_table("paired differences against the base model on the same tasks",
-                      "mean difference, its [95% paired bootstrap CI], tasks better/worse/equal")
+                      "mean difference, its [95% paired bootstrap CI], tasks better/worse/equal"
+                      + ("; oracle: an upper reference, not a method" if "oracle" in doc["methods"] else ""))
     t.show_lines = True
     t.add_column(rows[0][0])
     for head in rows[0][1:]:
