@@ -22,6 +22,7 @@ def _draws(cfg: CompareConfig, tmp_path: Path) -> dict:
     plan = trace_plan(cfg, None, tmp_path, train[:4])
     warm = _warm_settings(cfg)
     return {"eval": cfg.evaluation_seed, "stored_eval": cfg.to_dict()["eval_seed"],
+            "grpo": plan.train["train_seed_start"],
             "jobs": [j.seed for j in base_jobs(cfg, train[:2])], "plan": plan.seed, "warm": warm.seed if warm else None,
             "train_order": train, "test_order": test}
 
@@ -30,8 +31,9 @@ def test_seed_zero_keeps_the_stored_values_and_another_seed_moves_every_draw(tmp
     kw = {"target": "trace/toolsandbox-v0", "model": "smollm2", "warm_start": True}
     zero, again, one = (_draws(CompareConfig(seed=s, **kw), tmp_path) for s in (0, 0, 1))
     assert zero == again
-    assert (zero["eval"], zero["stored_eval"], zero["jobs"], zero["plan"], zero["warm"]) == (1000, 1000, [0, 0], 0, 0)
-    assert (one["eval"], one["jobs"], one["plan"], one["warm"]) == (1001, [1, 1], 1, 1)
+    assert (zero["eval"], zero["stored_eval"], zero["jobs"], zero["plan"], zero["warm"], zero["grpo"]) == (1000, 1000, [0, 0], 0, 0, 0)
+    assert (one["eval"], one["jobs"], one["plan"], one["warm"], one["grpo"]) == (1001, [1, 1], 1, 1, 10_000)
+    assert CompareConfig(seed=1, train={"train_seed_start": 5}).train_settings["train_seed_start"] == 5
     assert one["train_order"] != zero["train_order"] and sorted(one["train_order"]) == sorted(zero["train_order"])
     assert CompareConfig(seed=1, eval_seed=7).evaluation_seed == 7  # an explicit evaluation seed still wins
     # a stored run of seed 0 resumes, and one at another seed is refused in the same folder

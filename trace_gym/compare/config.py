@@ -17,12 +17,13 @@ from typing import Any
 
 from . import methods as M
 
-__all__ = ["CompareConfig", "METHODS", "DEFAULT_METHODS", "DEFAULT_TRAIN", "EVAL_SEED_OFFSET"]
+__all__ = ["CompareConfig", "METHODS", "DEFAULT_METHODS", "DEFAULT_TRAIN", "EVAL_SEED_OFFSET", "TRAIN_SEED_STRIDE"]
 
 # ``joint`` and ``oracle`` are reference rows built from TRACE's work (see :mod:`trace_gym.compare.reference`)
 METHODS = ("base", "grpo", "gepa", "trace", "single", "joint", "oracle")
 DEFAULT_METHODS = ("base", "grpo", "gepa", "trace", "single")  # the reference rows are asked for by name
 EVAL_SEED_OFFSET = 1000  # the evaluation's trial seeds start at seed + this (1000 at seed 0, as runs made before)
+TRAIN_SEED_STRIDE = 10_000  # GRPO's env seeds start at seed × this unless ``train`` sets train_seed_start (0 at seed 0)
 
 DEFAULT_TRAIN = {"num_generations": 4, "seeds_per_step": 1, "max_resamples": 1, "max_new_tokens_per_turn": 128,
                  "max_completion_length": 1024, "learning_rate": 2e-5, "lora_r": 16, "lora_alpha": 32}
@@ -180,6 +181,12 @@ class CompareConfig:
     def evaluation_seed(self) -> int:
         """The seed of trial 0 on the held-out tasks: ``eval_seed``, else ``seed + EVAL_SEED_OFFSET``."""
         return self.eval_seed if self.eval_seed is not None else self.seed + EVAL_SEED_OFFSET
+
+    @property
+    def train_settings(self) -> dict[str, Any]:
+        """``train`` as every trained adapter gets it: GRPO's env seeds start at ``seed`` × :data:`TRAIN_SEED_STRIDE`
+        (``train_seed_start``, unless ``train`` sets it), so another seed trains on other episodes."""
+        return {"train_seed_start": self.seed * TRAIN_SEED_STRIDE, **self.train}
 
     def to_dict(self) -> dict[str, Any]:
         """The stored settings (``eval_seed`` as the value in use, so a stored run of seed 0 reads 1000 as before)."""

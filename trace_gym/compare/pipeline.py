@@ -111,13 +111,13 @@ def _grpo(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any]) -> dic
         return {"skipped": f"model {cfg.model!r} cannot be trained here (a server, a script or a given policy)", "rollouts": 0}
     budget = RolloutBudget(B, root / "grpo" / "budget.json")
     budget.start_stage("train", 0)  # an interrupted training starts over
-    steps = plan_train_steps(budget.remaining, cfg.train, cfg.max_train_steps)
+    steps = plan_train_steps(budget.remaining, cfg.train_settings, cfg.max_train_steps)
     if steps < 1:
-        return {"skipped": f"budget {B} is below one optimizer step ({worst_rollouts_per_step(cfg.train)} rollouts)",
+        return {"skipped": f"budget {B} is below one optimizer step ({worst_rollouts_per_step(cfg.train_settings)} rollouts)",
                 "rollouts": 0, "budget": budget.to_dict()}
     factory = M.target_factory(cfg.target, cfg.env_kwargs, budget, "train", train_tasks)
     entry = train_adapter(model=cfg.weights_spec, seed=cfg.seed, env_factory=factory, env_id=cfg.target,
-                          out=root / "grpo" / "adapters" / "grpo-target", steps=steps, train=cfg.train, run_name="grpo-target")
+                          out=root / "grpo" / "adapters" / "grpo-target", steps=steps, train=cfg.train_settings, run_name="grpo-target")
     return {"adapter": entry["path"], "manifest": str(root / "grpo" / "adapters" / "manifest.json"), "steps": steps,
             "rollouts": budget.used, "trainer_rollouts": entry.get("rollouts_used"), "budget": budget.to_dict(),
             "reward_curve": entry.get("reward_curve"), "train_wall_s": entry.get("seconds")}
@@ -175,7 +175,7 @@ def trace_plan(cfg: CompareConfig, budget: RolloutBudget, root: Path, tasks: lis
         seed=cfg.seed, min_capabilities=cfg.min_capabilities, max_capabilities=cfg.max_capabilities,
         cap_env_kwargs=cfg.cap_env_kwargs, cap_knobs=dict(cfg.cap_knobs), calib_seeds=cfg.calib_seeds, calib_samples=cfg.calib_samples, mastered=cfg.mastered,
         band=tuple(cfg.band) if cfg.band else None, tune_rounds=cfg.tune_rounds,
-        train=cfg.train, max_train_steps=cfg.max_train_steps if cfg.trace_grpo_steps is None else cfg.trace_grpo_steps,
+        train=cfg.train_settings, max_train_steps=cfg.max_train_steps if cfg.trace_grpo_steps is None else cfg.trace_grpo_steps,
         warm_demos=cfg.cap_warm_demos, rehearsal=_rehearsal(cfg), rehearse_base=cfg.cap_rehearse_base,
         name_adapter=lambda i, cap: f"cap-{i}-{cap}",
         routing_seeds=cfg.routing_seeds, router_rule=cfg.router_rule, embedder=cfg.embedder, budget=budget,

@@ -95,7 +95,7 @@ def train_joint(cfg: Any, trace: dict[str, Any], root: Path, plan: Any) -> dict[
         raise ValueError(f"TRACE's calibration record lacks the capability env(s) {missing} its adapters trained on")
     out = Path(root) / JOINT / "adapters" / JOINT
     per_adapter = int(cfg.train.get("sft_max_steps") or 0)
-    train = {**cfg.train, **({"sft_max_steps": per_adapter * len(adapters)} if per_adapter else {})}
+    train = {**cfg.train_settings, **({"sft_max_steps": per_adapter * len(adapters)} if per_adapter else {})}
     started = time.perf_counter()
     demos, played = [], 0
     tc = None
