@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["adapter_stage", "adapter_store", "oracle_eval", "train_joint", "JOINT", "ORACLE_NOTE"]
+__all__ = ["adapter_stage", "adapter_store", "oracle_eval", "train_joint", "joint_ledger_text", "JOINT", "ORACLE_NOTE"]
 
 JOINT = "joint"  # the joint adapter's name (its folder under ``<root>/joint/adapters``)
 ORACLE_NOTE = ("an upper reference, not a method: per held-out task the better of the base model and each TRACE "
@@ -97,8 +97,7 @@ def train_joint(cfg: Any, trace: dict[str, Any], root: Path, plan: Any) -> dict[
     per_adapter = int(cfg.train.get("sft_max_steps") or 0)
     train = {**cfg.train_settings, **({"sft_max_steps": per_adapter * len(adapters)} if per_adapter else {})}
     started = time.perf_counter()
-    demos, played = [], 0
-    tc = None
+    demos, played, tc = [], 0, None
     for a in adapters:
         e = envs[a["capability"]]
         tc = adapter_train_config(model=cfg.weights_spec, seed=cfg.seed, env_id=e["env_id"], out=out, steps=0,
@@ -134,6 +133,3 @@ def joint_ledger_text(joint: dict[str, Any]) -> str:
             f"demonstrations (reference solutions, no model episode, not charged), {joint.get('rehearsed', 0)} rehearsed "
             f"episodes (not charged again), {joint.get('sft_steps') or 'epoch-based'} SFT steps "
             f"({float(joint.get('train_wall_s') or 0):.0f} s)")
-
-
-__all__ += ["joint_ledger_text"]
