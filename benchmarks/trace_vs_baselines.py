@@ -23,8 +23,10 @@ Presets
              method.  TRACE: the base model on 24 train scenarios, then up to three capability
              envs, tuned toward the paper's 20–60% band (one round), whose adapters are
              SFT-only — 24 of their env's own reference episodes each (every fourth with a
-             recovered tool error) and the 18 episodes of the shared format warm start rehearsed
-             beside them (not charged again), 30 detached-prompt steps, no GRPO (at CPU budgets GRPO
+             recovered tool error), with the 18 episodes of the shared format warm start and the
+             base model's own successful episodes among its 24 base rollouts (reward ≥ 0.7, its
+             refusals and closings included; ``cap_rehearse_base``) rehearsed beside them (not
+             charged again), 30 detached-prompt steps, no GRPO (at CPU budgets GRPO
              after such a warm start lowered the score, ``learning_cpu.py``), said in its note — and
              a router whose index holds 5 reference episodes of each adapter's env (its cases in
              turn) and the target's failed train episodes the analysis labelled, and which hands
@@ -38,7 +40,12 @@ Presets
              scenarios without insufficient information, where a refusal scores 0) with
              bootstrap CIs, paired differences against the base model per group, the refusal
              floor beside them and the budget ledger (at most two hours on an idle 2-core
-             machine).
+             machine).  Two reference rows beside the methods: ``joint``, one adapter SFT'd on
+             the union of the adapters' demonstrations (3 × 30 steps), no routing (an ablation; its
+             extra cost is in the ledger), and ``oracle``, per scenario the better of base and each
+             adapter forced on it (an upper reference, not a method); they add one SFT of 90
+             steps and three evaluations of the held-out scenarios (the joint adapter, the two
+             adapters not already evaluated as ``single``) to the time above.
 ``gpu``    — the configuration for one GPU (see below).
 
 GPU configuration (one H100/H200, 80+ GiB)
@@ -64,6 +71,10 @@ Command::
     # or: trace-gym compare --target trace/tau2-retail-v0 --model Qwen/Qwen2.5-7B-Instruct \\
     #       --budgets 256,512,1024 --trials 4 --env max_steps=30 --train num_generations=8 \\
     #       --train seeds_per_step=2 --gen max_new_tokens=512 --survey retail,airline,telecom
+
+``--seed N`` is the one seed of the whole pipeline (warm start, base rollouts, analysis,
+synthesis, calibration, training, routing, every method's sampling and the evaluation's trial
+seeds, ``N + 1000``); a run at another seed goes to ``<out>-seed<N>``.
 
 Outputs: ``compare.json`` (config, seeds, splits, budget ledgers, per-task results),
 ``compare.md`` (table), ``compare.png`` (pass^1 per method with CIs); with budgets,
@@ -112,7 +123,8 @@ PRESETS: dict[str, dict[str, Any]] = {
                "gradient_checkpointing": False},
         gepa_val=4, gepa_minibatch=2, base_tasks=24, base_samples=1, calib_seeds=2, calib_samples=2, routing_seeds=5,
         band=[0.2, 0.6], tune_rounds=1, max_capabilities=3, batch_size=8, cap_warm_demos=24, trace_grpo_steps=0,
-        cap_rehearsal=True, cap_knobs={"withheld_weight": 0.33}, router_rule="cover"),
+        cap_rehearsal=True, cap_rehearse_base=True, cap_knobs={"withheld_weight": 0.33}, router_rule="cover",
+        methods=["base", "grpo", "gepa", "trace", "single", "joint", "oracle"]),
     "gpu": dict(
         target="trace/tau2-retail-v0", model="Qwen/Qwen2.5-7B-Instruct", budget=512, trials=4,
         env_kwargs={"max_steps": 30}, cap_env_kwargs={"max_steps": 30},
@@ -141,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None)
     ap.add_argument("--target", default=None)
     ap.add_argument("--methods", default=None)
+    ap.add_argument("--seed", type=int, default=None,
+                    help="the one seed of the whole pipeline (default 0; another seed writes to <out>-seed<N>)")
     ap.add_argument("--router-rule", default=None, choices=RULES,
                     help="TRACE's retrieval routing rule (a stored run reruns from routing on)")
     ap.add_argument("--swap", action="store_true",
@@ -168,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.swap:
         fields["train_split"], fields["test_split"] = "test", "train"
         fields["out"] = args.out or f"runs/compare-{args.preset}-swapped"
+    if args.seed is not None:
+        fields["seed"] = args.seed
+        if args.seed and not args.out:
+            fields["out"] += f"-seed{args.seed}"
     cfg = CompareConfig(**fields).validate()
     console = Console()
     t0 = time.perf_counter()

@@ -92,3 +92,44 @@ def test_rehearsal_needs_the_adapters_own_demonstrations_and_a_known_rule():
         CompareConfig(cap_rehearsal=True, cap_warm_demos=1).validate()
     with pytest.raises(ValueError, match="router_rule must be one of"):
         CompareConfig(router_rule="majority").validate()
+
+
+def test_the_base_rehearsal_reruns_training_with_every_forced_evaluation_and_the_joint_adapter(tmp_path):
+    root = _run(tmp_path, cap_warm_demos=4)
+    for name in ("eval_adapter:cap-0-x", "joint", "eval_joint"):
+        (root / "stages" / f"{name}.json").write_text("{}")
+    for name in ("adapter-cap-0-x", "joint"):
+        (root / "eval" / f"{name}.jsonl").write_text("{}\n")
+    (root / "joint" / "adapters" / "joint").mkdir(parents=True)
+    moved = check_config(CompareConfig(cap_warm_demos=4, cap_rehearse_base=True), root, log=lambda m: None)
+    assert moved == ["trace_training", "trace_routing", "eval_trace", "eval_single", "eval_adapter:cap-0-x", "joint",
+                     "eval_joint"]
+    aside = next((root / "replaced").iterdir())
+    assert (aside / "joint" / "adapters" / "joint").exists() and not (root / "joint").exists()
+    assert sorted(p.name for p in (aside / "eval").iterdir()) == ["adapter-cap-0-x.jsonl", "joint.jsonl", "single.jsonl",
+                                                                  "trace.jsonl"]
+    assert "grpo" in _left(root) and "trace_calibration" in _left(root)
+
+
+def test_a_routing_change_keeps_the_forced_evaluations_and_the_joint_adapter(tmp_path):
+    root = _run(tmp_path)
+    for name in ("eval_adapter:cap-0-x", "joint", "eval_joint"):
+        (root / "stages" / f"{name}.json").write_text("{}")
+    assert check_config(CompareConfig(router_rule="gate"), root, log=lambda m: None) == ["trace_routing", "eval_trace"]
+    assert {"eval_adapter:cap-0-x", "joint", "eval_joint"} <= set(_left(root))
+
+
+def test_the_new_settings_are_checked():
+    with pytest.raises(ValueError, match="cap_rehearse_base .* set cap_warm_demos"):
+        CompareConfig(cap_rehearse_base=True).validate()
+    with pytest.raises(ValueError, match="cap_rehearse_base must be true or false"):
+        CompareConfig(cap_rehearse_base="yes", cap_warm_demos=1).validate()
+    with pytest.raises(ValueError, match="'joint' SFTs one adapter .* set cap_warm_demos"):
+        CompareConfig(methods=["base", "trace", "joint"]).validate()
+    for m in ("joint", "oracle", "single"):
+        with pytest.raises(ValueError, match=f"method '{m}' reuses .* add 'trace'"):
+            CompareConfig(methods=["base", m], cap_warm_demos=1).validate()
+    with pytest.raises(ValueError, match="seed must be an integer >= 0"):
+        CompareConfig(seed=-1).validate()
+    with pytest.raises(ValueError, match="eval_seed must be an integer or null"):
+        CompareConfig(eval_seed="x").validate()

@@ -107,3 +107,30 @@ def test_rehearsal_adds_the_shared_warm_starts_episodes_without_charging_them(to
     assert entry["rehearsed"] == 2 and entry["demonstrations"] == 2
     record = json.loads((Path(a.path) / "warm_start.json").read_text())
     assert record["demonstrations"] == 4 and set(record["per_env"]) == {ENV["env_id"], other}
+
+
+def test_the_warm_start_rehearsal_and_the_base_models_episodes_compose(toolsandbox_data, tmp_path):
+    """A rehearsal of the shared warm start's episodes plus the base model's own successful target episodes (here
+    a refusing agent's, played into a real rollout store): the adapter trains on both, records both counts and
+    is charged for neither."""
+    import dataclasses
+
+    from trace_gym.eval.floor import RefusalPolicy
+    from trace_gym.pipeline import RolloutJob, Target, play_rollouts
+    from trace_gym.pipeline.learn import Rehearsal, base_successes
+
+    target = Target("trace/toolsandbox-v0", {"max_steps": 3}, success=0.7)
+    tasks = [t for t in target.task_ids("train") if t.endswith("insufficient_information")][:1]
+    rollouts = play_rollouts(target, [RolloutJob(RefusalPolicy.policy_id, t, 0, RefusalPolicy()) for t in tasks],
+                             tmp_path / "rollouts.jsonl")
+    episodes = tuple(base_successes(rollouts, target.threshold))
+    assert len(episodes) == 1
+    other = "trace/cap-ts-insufficient-information-v0"
+    rehearsal = dataclasses.replace(Rehearsal((other,), 1, seed=0), episodes=episodes)
+    assert [d.env_id for d in rehearsal.demonstrations()] == [other, "trace/toolsandbox-v0"]
+    budget = RolloutBudget(4, tmp_path / "budget.json")
+    a = train_capability(ENV, "cap-r", tmp_path / "adapters", model="tiny", seed=0, train=TRAIN, steps=0,
+                         env_kwargs={"max_steps": 4}, budget=budget, warm_demos=2, rehearsal=rehearsal)
+    assert (a.demonstrations, a.rehearsed, a.rehearsed_base, a.rollouts, budget.used) == (2, 2, 1, 2, 2)
+    record = json.loads((Path(a.path) / "warm_start.json").read_text())
+    assert record["demonstrations"] == 4 and set(record["per_env"]) == {ENV["env_id"], other, "trace/toolsandbox-v0"}

@@ -30,12 +30,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", type=int, default=None, help="rollout budget B per method (default 64)")
     p.add_argument("--budgets", default=None, help="scaling mode: comma-separated budgets, e.g. 16,32,64")
     p.add_argument("--trials", type=int, default=None, help="trials K per held-out task (default 2)")
-    p.add_argument("--methods", default=None, help="comma-separated subset of base,grpo,gepa,trace,single")
+    p.add_argument("--methods", default=None, help="comma-separated subset of base,grpo,gepa,trace,single and the reference rows joint,oracle")
     p.add_argument("--out", default=None, help="output folder (default runs/compare)")
     p.add_argument("--n-train-tasks", type=int, default=None, help="use the first N train tasks (seeded order)")
     p.add_argument("--n-test-tasks", type=int, default=None, help="evaluate on the first N held-out tasks")
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--eval-seed", type=int, default=None, help="seed of trial 0 on the held-out tasks (default 1000)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="the one seed of the whole pipeline: warm start, rollouts, synthesis, calibration, training, "
+                        "routing and evaluation sampling (default 0)")
+    p.add_argument("--eval-seed", type=int, default=None, help="seed of trial 0 on the held-out tasks (default seed + 1000)")
     p.add_argument("--survey", default=None, metavar="DOMAINS",
                    help="first report base success per τ² domain and split, e.g. retail,airline,telecom")
     p.add_argument("--survey-tasks", type=int, default=None, help="tasks per domain and split in the survey (default 5)")

@@ -226,7 +226,7 @@ def target_factory(env_id: str, env_kwargs: dict[str, Any], budget: RolloutBudge
     return make
 
 
-def held_out_routing_of(trace: dict[str, Any], base_store: str | Path) -> dict[str, Any] | None:
+def held_out_routing_of(trace: dict[str, Any], base_store: str | Path, *, seed: int = 0) -> dict[str, Any] | None:
     """Where TRACE's router sends the held-out tasks, against the analysis labels of the base model's episodes on
     them (:func:`trace_gym.pipeline.learn.held_out_routing`); ``None`` without a router index or base episodes."""
     from ..eval.floor import RefusalPolicy
@@ -241,4 +241,4 @@ def held_out_routing_of(trace: dict[str, Any], base_store: str | Path) -> dict[s
     if not base:
         return None
     return held_out_routing(base, Analysis.from_dict(trace["analysis"]),
-                            [TrainedAdapter.from_dict(a) for a in trace["adapters"]], index)
+                            [TrainedAdapter.from_dict(a) for a in trace["adapters"]], index, seed=seed)

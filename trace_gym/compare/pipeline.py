@@ -10,7 +10,13 @@ evaluates:
 * ``trace`` — base rollouts on the train tasks → offline analysis → synthesized
   capability envs → calibration → one adapter per capability → retrieval routing,
   every rollout of every step charged to ``B``;
-* ``single`` — the trace adapter with the best final training reward, without routing.
+* ``single`` — the trace adapter with the best final training reward, without routing;
+* ``joint`` and ``oracle`` — reference rows built from TRACE's work (:mod:`trace_gym.compare.reference`): one
+  adapter SFT'd on every adapter's demonstrations together (an ablation), and per held-out task the better of
+  the base model and each adapter forced on it (an upper reference, not a method).
+
+The settings are a :class:`~trace_gym.compare.config.CompareConfig`; its ``seed`` is the one seed of every
+draw of the run.
 
 With ``warm_start`` on (the default for a ToolSandbox-family target with a real model) every
 method starts from the same weights: a format-only SFT on reference episodes of capability
@@ -31,10 +37,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,198 +59,13 @@ from ..pipeline import (
 from ..progress import track
 from ..tau2.entries import env_id_for
 from . import methods as M
+from .config import METHODS, CompareConfig
+from .reference import JOINT, ORACLE_NOTE, adapter_stage, adapter_store, oracle_eval, train_joint
 from .resume import check_config
 
 __all__ = ["CompareConfig", "run_compare", "run_scaling", "METHODS", "base_survey", "trace_plan", "base_jobs"]
 
-METHODS = ("base", "grpo", "gepa", "trace", "single")
 FORMAT = "trace-gym/compare@1"
-
-DEFAULT_TRAIN = {"num_generations": 4, "seeds_per_step": 1, "max_resamples": 1, "max_new_tokens_per_turn": 128,
-                 "max_completion_length": 1024, "learning_rate": 2e-5, "lora_r": 16, "lora_alpha": 32}
-
-
-@dataclass
-class CompareConfig:
-    """Everything one comparison needs; the JSON of it is stored with the results."""
-
-    target: str = "trace/tau2-retail-v0"  # or "auto": the τ² domain where the base model scores highest
-    model: str = "smollm2"
-    budget: int = 64
-    out: str = "runs/compare"
-    trials: int = 2
-    methods: list[str] = field(default_factory=lambda: list(METHODS))
-    seed: int = 0
-    eval_seed: int = 1000
-    n_train_tasks: int | None = None
-    n_test_tasks: int | None = None
-    train_split: str = "train"  # the target's split every method learns from (e.g. fold_b to swap ToolSandbox's folds)
-    test_split: str = "test"    # the held-out split every method is evaluated on (e.g. fold_a)
-    train_tasks: list[Any] | None = None  # explicit task lists (override the split)
-    test_tasks: list[Any] | None = None
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    success: float | None = None  # reward that counts as success on the target (None: the env's own threshold)
-    cap_env_kwargs: dict[str, Any] = field(default_factory=dict)
-    gen: dict[str, Any] = field(default_factory=lambda: {"max_new_tokens": 256, "temperature": 0.7})
-    train: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_TRAIN))
-    max_train_steps: int | None = None
-    batch_size: int = 1
-    # TRACE
-    base_tasks: int | None = None  # train tasks the base model is rolled out on (default: enough for a quarter of B)
-    base_samples: int = 1
-    base_fraction: float = 0.25
-    calib_seeds: int = 2
-    calib_samples: int = 2
-    routing_seeds: int = 2
-    min_capabilities: int = 1
-    max_capabilities: int = 3
-    mastered: float = 0.9  # calibration mean reward at which a capability needs no adapter
-    band: list[float] | None = None  # base mean reward each capability env's knobs are tuned toward (e.g. [0.2, 0.6])
-    tune_rounds: int = 0  # rounds of that knob search, charged to the budget (0: calibration only measures)
-    # TRACE only: knob settings for every capability env that declares the knob (others ignore it), e.g.
-    # {"withheld_weight": 0.33}: the ToolSandbox envs' requests whose needed tool is not offered
-    cap_knobs: dict[str, float] = field(default_factory=dict)
-    # TRACE only: each capability adapter is first SFT'd on this many reference episodes of its own env (train
-    # split, the ``sft_*`` settings of ``train``), charged to TRACE's budget one rollout each (0: GRPO alone).
-    cap_warm_demos: int = 0
-    # TRACE only: GRPO steps per capability adapter after its warm start (None: as many as the budget allows, up to
-    # max_train_steps; 0: SFT-only adapters, said in the method's note)
-    trace_grpo_steps: int | None = None
-    # TRACE only: each adapter's SFT also keeps the shared warm start's reference episodes (not charged again;
-    # needs the warm start and cap_warm_demos), so that it keeps what that start taught, refusals included.
-    cap_rehearsal: bool = False
-    router_rule: str = "vote"  # retrieval routing rule: "vote", "gate" or "cover" (see RetrievalRouter)
-    embedder: str | None = None
-    # what acts for every method (rollouts, calibration, evaluation; training stays on transformers): "auto" is
-    # llama.cpp where llama-cpp-python is installed and the weights have a GGUF copy (SmolLM2's own, not a warm
-    # start's merged folder), else transformers (policies.engine.acting_spec)
-    engine: str = "auto"
-    # GEPA
-    gepa_minibatch: int = 3
-    gepa_val: int = 4
-    reflection: str | None = None  # policy spec of the reflection model (default: the base model)
-    # base survey before the comparison
-    survey_domains: list[str] = field(default_factory=list)
-    survey_tasks: int = 5
-    # format warm start, shared by every method (:mod:`trace_gym.pipeline.warm`): SFT on reference episodes of
-    # capability envs (never the evaluation scenarios), merged into the base weights that every method then loads.
-    # None: on for a ToolSandbox-family target with a trainable model other than ``tiny``, off otherwise.
-    warm_start: bool | None = None
-    warm_start_envs: list[str] | None = None  # default: the built-in capability envs of the target's domain
-    warm_start_steps: int = 8
-    warm_start_seeds: int = 3                 # train-split tasks per env
-    warm_start_lr: float = 2e-4
-    # Programmatic use only (not stored): ``(seed) -> policy`` replacing the model's loading, e.g. a
-    # scripted or remote agent.  Methods that train need a loadable model and are skipped with it.
-    policy_factory: Callable[[int], Any] | None = field(default=None, repr=False, compare=False)
-    reflection_lm: Callable[[Any], str] | None = field(default=None, repr=False, compare=False)
-    # Set by the warm start (not stored): the merged model folder every method loads instead of ``model``.
-    weights: str | None = field(default=None, repr=False, compare=False)
-
-    def validate(self) -> CompareConfig:
-        bad = [m for m in self.methods if m not in METHODS]
-        if bad:
-            raise ValueError(f"unknown method(s) {bad}; choose from {list(METHODS)}")
-        if self.budget < 0:
-            raise ValueError(f"budget must be >= 0, got {self.budget}")
-        if self.trials < 1:
-            raise ValueError(f"trials must be >= 1, got {self.trials}")
-        if self.cap_warm_demos < 0:
-            raise ValueError(f"cap_warm_demos must be >= 0, got {self.cap_warm_demos}")
-        if "single" in self.methods and "trace" not in self.methods:
-            raise ValueError("method 'single' reuses the adapters trained by 'trace'; add 'trace'")
-        if self.trace_grpo_steps is not None and self.trace_grpo_steps < 0:
-            raise ValueError(f"trace_grpo_steps must be >= 0 (0: SFT-only adapters), got {self.trace_grpo_steps}")
-        if self.trace_grpo_steps == 0 and not self.cap_warm_demos and "trace" in self.methods:
-            raise ValueError("trace_grpo_steps = 0 trains SFT-only adapters: set cap_warm_demos to how many reference "
-                             "episodes each adapter learns from")
-        if "trace" in self.methods and self.cap_warm_demos:
-            self._check_warm_budget()
-        if self.cap_rehearsal and not self.cap_warm_demos:
-            raise ValueError("cap_rehearsal adds the warm start's episodes to each adapter's SFT: set cap_warm_demos too")
-        if self.cap_rehearsal and "trace" in self.methods and not self.warm_start_on():
-            raise ValueError("cap_rehearsal rehearses the shared warm start's episodes: it needs the warm start "
-                             "(warm_start true, and a model that can be trained)")
-        from ..route.retrieval import RULES
-
-        bad_knobs = {k: v for k, v in self.cap_knobs.items()
-                     if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)}
-        if bad_knobs:
-            raise ValueError(f"cap_knobs maps knob names to numbers, got {bad_knobs}")
-        if self.router_rule not in RULES:
-            raise ValueError(f"router_rule must be one of {list(RULES)}, got {self.router_rule!r}")
-        from ..policies.engine import ENGINES
-
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine must be one of {list(ENGINES)}, got {self.engine!r}")
-        from ..pipeline.warm import check_warm_fields
-
-        check_warm_fields(self)
-        return self
-
-    def _check_warm_budget(self) -> None:
-        """TRACE's budget must hold its base rollouts, calibration, one adapter's warm-start demonstrations and
-        routing; raises ``ValueError`` naming what is short and what to pass."""
-        n_base = self.base_tasks if self.base_tasks is not None else max(1, int(self.base_fraction * self.budget) // max(1, self.base_samples))
-        need = {"base rollouts": n_base * self.base_samples, "calibration": self.calib_seeds * self.calib_samples,
-                "warm-start demonstrations": self.cap_warm_demos, "routing": self.routing_seeds}
-        if sum(need.values()) > self.budget:
-            parts = ", ".join(f"{k} {v}" for k, v in need.items())
-            raise ValueError(f"budget {self.budget} is too small for TRACE's capability warm start: it needs "
-                             f"{sum(need.values())} rollouts ({parts}); pass a budget of at least {sum(need.values())} "
-                             "or a smaller cap_warm_demos")
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _RUNTIME}
-        out = json.loads(json.dumps(out, default=str))
-        if self.policy_factory is not None:
-            out["policy_factory"] = getattr(self.policy_factory, "__qualname__", repr(self.policy_factory))
-        return out
-
-    @property
-    def weights_spec(self) -> str:
-        """What every method loads: the warm start's merged folder once made, else ``model``."""
-        return self.weights or self.model
-
-    @property
-    def acting_spec(self) -> str:
-        """What acts: :attr:`weights_spec` on :attr:`engine` (:func:`~trace_gym.policies.engine.acting_spec`)."""
-        from ..policies.engine import acting_spec
-
-        return acting_spec(self.weights_spec, self.engine)
-
-    def warm_start_on(self) -> bool:
-        """Whether this comparison starts with the shared format warm start (see ``warm_start``)."""
-        if self.warm_start is not None:
-            return bool(self.warm_start) and self.can_train
-        if not self.can_train or self.model == "tiny":
-            return False
-        from ..pipeline.warm import target_record
-
-        rec = target_record(self.target)
-        return rec is not None and rec["family"] == "toolsandbox"
-
-    def base_policy(self) -> Any:
-        """A fresh base policy (``policy_factory`` when set, else the model loaded with ``gen``)."""
-        if self.policy_factory is not None:
-            return self.policy_factory(self.seed)
-        return M.load_base_policy(self.acting_spec, seed=self.seed, **self.gen)
-
-    @property
-    def can_train(self) -> bool:
-        return self.policy_factory is None and M.trainable(self.model)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CompareConfig:
-        names = {f.name for f in dataclasses.fields(cls)} - _RUNTIME
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise ValueError(f"unknown compare config key(s) {unknown}")
-        return cls(**data)
-
-
-_RUNTIME = {"policy_factory", "reflection_lm", "weights"}
-
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -262,7 +81,7 @@ _TARGETS: dict[tuple[str, str, float | None], Target] = {}
 
 
 def _evaluate(cfg: CompareConfig, policy: Any, tasks: list[Any], store: Path) -> dict[str, Any]:
-    return evaluate_policy(_target(cfg), policy, tasks, cfg.trials, store, base_seed=cfg.eval_seed, batch_size=cfg.batch_size)
+    return evaluate_policy(_target(cfg), policy, tasks, cfg.trials, store, base_seed=cfg.evaluation_seed, batch_size=cfg.batch_size)
 
 
 def base_survey(cfg: CompareConfig, root: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
@@ -274,7 +93,7 @@ def base_survey(cfg: CompareConfig, root: Path, log: Callable[[str], None] = pri
         pol = cfg.base_policy()
         pol.policy_id = f"base:{cfg.model}"
         for split, tasks in (("train", train), ("test", test)):
-            rep = evaluate_policy(target, pol, tasks, 1, root / "survey" / f"{domain}-{split}.jsonl", base_seed=cfg.eval_seed,
+            rep = evaluate_policy(target, pol, tasks, 1, root / "survey" / f"{domain}-{split}.jsonl", base_seed=cfg.evaluation_seed,
                                   batch_size=cfg.batch_size)
             p1 = rep["pass_hat_k"]["1"]
             rows.append({"domain": domain, "split": split, "n_tasks": len(tasks), "pass1": p1,
@@ -292,13 +111,13 @@ def _grpo(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any]) -> dic
         return {"skipped": f"model {cfg.model!r} cannot be trained here (a server, a script or a given policy)", "rollouts": 0}
     budget = RolloutBudget(B, root / "grpo" / "budget.json")
     budget.start_stage("train", 0)  # an interrupted training starts over
-    steps = plan_train_steps(budget.remaining, cfg.train, cfg.max_train_steps)
+    steps = plan_train_steps(budget.remaining, cfg.train_settings, cfg.max_train_steps)
     if steps < 1:
-        return {"skipped": f"budget {B} is below one optimizer step ({worst_rollouts_per_step(cfg.train)} rollouts)",
+        return {"skipped": f"budget {B} is below one optimizer step ({worst_rollouts_per_step(cfg.train_settings)} rollouts)",
                 "rollouts": 0, "budget": budget.to_dict()}
     factory = M.target_factory(cfg.target, cfg.env_kwargs, budget, "train", train_tasks)
     entry = train_adapter(model=cfg.weights_spec, seed=cfg.seed, env_factory=factory, env_id=cfg.target,
-                          out=root / "grpo" / "adapters" / "grpo-target", steps=steps, train=cfg.train, run_name="grpo-target")
+                          out=root / "grpo" / "adapters" / "grpo-target", steps=steps, train=cfg.train_settings, run_name="grpo-target")
     return {"adapter": entry["path"], "manifest": str(root / "grpo" / "adapters" / "manifest.json"), "steps": steps,
             "rollouts": budget.used, "trainer_rollouts": entry.get("rollouts_used"), "budget": budget.to_dict(),
             "reward_curve": entry.get("reward_curve"), "train_wall_s": entry.get("seconds")}
@@ -356,8 +175,8 @@ def trace_plan(cfg: CompareConfig, budget: RolloutBudget, root: Path, tasks: lis
         seed=cfg.seed, min_capabilities=cfg.min_capabilities, max_capabilities=cfg.max_capabilities,
         cap_env_kwargs=cfg.cap_env_kwargs, cap_knobs=dict(cfg.cap_knobs), calib_seeds=cfg.calib_seeds, calib_samples=cfg.calib_samples, mastered=cfg.mastered,
         band=tuple(cfg.band) if cfg.band else None, tune_rounds=cfg.tune_rounds,
-        train=cfg.train, max_train_steps=cfg.max_train_steps if cfg.trace_grpo_steps is None else cfg.trace_grpo_steps,
-        warm_demos=cfg.cap_warm_demos, rehearsal=_rehearsal(cfg),
+        train=cfg.train_settings, max_train_steps=cfg.max_train_steps if cfg.trace_grpo_steps is None else cfg.trace_grpo_steps,
+        warm_demos=cfg.cap_warm_demos, rehearsal=_rehearsal(cfg), rehearse_base=cfg.cap_rehearse_base,
         name_adapter=lambda i, cap: f"cap-{i}-{cap}",
         routing_seeds=cfg.routing_seeds, router_rule=cfg.router_rule, embedder=cfg.embedder, budget=budget,
         rollouts_path=root / "trace" / "base_rollouts.jsonl", index_path=root / "trace" / "router_index")
@@ -373,13 +192,18 @@ def _rehearsal(cfg: CompareConfig) -> Any:
     return Rehearsal(tuple(settings.envs), settings.seeds_per_env, settings.seed)
 
 
+def _base_tasks(cfg: CompareConfig, B: int, train_tasks: list[Any]) -> list[Any]:
+    """The train tasks TRACE plays the base model on (``base_tasks``, else enough for ``base_fraction`` of ``B``)."""
+    n = cfg.base_tasks if cfg.base_tasks is not None else max(1, int(cfg.base_fraction * B) // max(1, cfg.base_samples))
+    return train_tasks[:n]
+
+
 def _trace(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any], st: StageStore) -> dict[str, Any]:
     """TRACE through :func:`trace_gym.pipeline.run_trace` (each stage resumable); returns the method's summary."""
     if not cfg.can_train:
         return {"skipped": f"model {cfg.model!r} cannot be trained here (a server, a script or a given policy)", "rollouts": 0}
     budget = RolloutBudget(B, root / "trace" / "budget.json")
-    n_base_tasks = cfg.base_tasks if cfg.base_tasks is not None else max(1, int(cfg.base_fraction * B) // max(1, cfg.base_samples))
-    tasks = train_tasks[:n_base_tasks]
+    tasks = _base_tasks(cfg, B, train_tasks)
     if budget.total < len(tasks) * cfg.base_samples or not tasks:
         return {"skipped": f"budget {B} cannot cover the base rollouts", "rollouts": 0, "budget": budget.to_dict()}
     run = run_trace(trace_plan(cfg, budget, root, tasks), st, prefix="trace_")
@@ -418,6 +242,9 @@ def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: P
     if method == "grpo":
         return M.adapter_policy(cfg.acting_spec, result["manifest"], "grpo-target", seed=cfg.seed, gen=gen,
                                 policy_id=f"grpo:{Path(root).name}"), "GRPO+LoRA on the target"
+    if method == JOINT:
+        return (M.adapter_policy(cfg.acting_spec, result["manifest"], JOINT, seed=cfg.seed, gen=gen,
+                                 policy_id=f"joint:{Path(root).name}"), result["note"])
     if method == "gepa":
         from ..baselines.gepa_adapter import SystemPromptPolicy
 
@@ -432,11 +259,10 @@ def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: P
         pol.policy_id = f"base:{cfg.model}"
         return pol, result.get("note", "no adapters: base model")
     manifest = root / "trace" / "adapters" / "manifest.json"
-    if method == "single":
-        best = _best(adapters)
-        return (M.adapter_policy(cfg.acting_spec, manifest, best["adapter"], seed=cfg.seed, gen=gen,
-                                 policy_id=f"single:{Path(root).name}:{best['adapter']}"),
-                f"adapter {best['adapter']} (best final training reward), no routing")
+    if method.startswith("adapter:"):  # one TRACE adapter forced on every conversation
+        name = method.removeprefix("adapter:")
+        return (M.adapter_policy(cfg.acting_spec, manifest, name, seed=cfg.seed, gen=gen,
+                                 policy_id=f"adapter:{Path(root).name}:{name}"), f"adapter {name} forced on every held-out task")
     from ..route.index import RouterIndex
     from ..route.policy import RoutedPolicy
     from ..route.retrieval import RetrievalRouter
@@ -531,8 +357,13 @@ def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budge
         trained["gepa"] = st.run("gepa", lambda: _gepa(cfg, B, root, splits["train"]))
     if "trace" in cfg.methods:
         trained["trace"] = _trace(cfg, B, root, splits["train"], st)
-        if "single" in cfg.methods:
-            trained["single"] = trained["trace"]
+        for m in ("single", "oracle"):
+            if m in cfg.methods:
+                trained[m] = trained["trace"]
+        if JOINT in cfg.methods:
+            trained[JOINT] = trained["trace"] if trained["trace"].get("skipped") else st.run(JOINT, lambda: train_joint(
+                cfg, trained["trace"], root, trace_plan(cfg, None, root, _base_tasks(cfg, B, splits["train"]))))
+    forced = _forced_evals(cfg, trained.get("trace") or {}, root, splits["test"], st)
     shared_st = StageStore(out, log=log)  # the base model's score does not depend on B
 
     def eval_base() -> dict[str, Any]:
@@ -548,8 +379,15 @@ def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budge
             ev = eval_base()
         elif res.get("skipped"):  # nothing was learned: the method is the base model
             ev = {"eval": eval_base()["eval"], "note": f"base model ({res['skipped']})"}
-        elif method in ("trace", "single") and not res.get("adapters"):
+        elif method in ("trace", "single", "oracle") and not res.get("adapters"):
             ev = {"eval": eval_base()["eval"], "note": res.get("note", "no adapter: the base model")}
+        elif method == "single":
+            best = _best(res["adapters"])["adapter"]
+            ev = {"eval": forced[best]["eval"], "note": f"adapter {best} (best final training reward), no routing"}
+        elif method == "oracle":
+            oracle = oracle_eval(eval_base()["eval"], {n: f["eval"] for n, f in forced.items()}, seed=cfg.evaluation_seed)
+            picks = ", ".join(f"{n} {k}" for n, k in oracle["picks"].items())
+            ev = {"eval": oracle, "note": f"{ORACLE_NOTE} (tasks from each: {picks})"}
         else:
             def do_eval(method: str = method, res: dict[str, Any] = res) -> dict[str, Any]:
                 policy, note = _policy_for(method, cfg, res, root)
@@ -561,15 +399,38 @@ def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budge
                            "train_wall_s": _train_wall(res), "note": ev["note"], "eval": ev["eval"],
                            "skipped": res.get("skipped")}
     if results.get("trace") and trained.get("trace", {}).get("adapters"):  # routing on the held-out tasks
-        trained["trace"]["held_out_routing"] = M.held_out_routing_of(trained["trace"], out / "eval" / "base.jsonl")
+        trained["trace"]["held_out_routing"] = M.held_out_routing_of(trained["trace"], out / "eval" / "base.jsonl",
+                                                                       seed=cfg.seed)
     doc = {"format": FORMAT, "config": cfg.to_dict(), "target": cfg.target, "budget": B, "seeds": {
-        "seed": cfg.seed, "eval_seed": cfg.eval_seed, "trials": cfg.trials}, "splits": splits, "survey": survey,
+        "seed": cfg.seed, "eval_seed": cfg.evaluation_seed, "trials": cfg.trials}, "splits": splits, "survey": survey,
         "methods": results, "details": trained, "warm_start": warm,
         "stages": {"ran": shared_st.ran + st.ran if root != out else st.ran + shared_st.ran,
                    "skipped": shared_st.skipped + st.skipped if root != out else st.skipped + shared_st.skipped}}
     atomic_write_json(root / "compare.json", doc)
     render_outputs(doc, root)
     return doc
+
+
+def _forced_evals(cfg: CompareConfig, trace: dict[str, Any], root: Path, tasks: list[Any],
+                  st: StageStore) -> dict[str, dict[str, Any]]:
+    """Each TRACE adapter forced on every held-out task, one stage ``eval_adapter:<name>`` each: every adapter for
+    ``oracle``, the best one for ``single`` (a stored ``eval_single`` of an earlier run is that adapter's)."""
+    adapters = trace.get("adapters") or []
+    if trace.get("skipped") or not adapters or not {"single", "oracle"} & set(cfg.methods):
+        return {}
+    best = _best(adapters)["adapter"]
+    names = [a["adapter"] for a in adapters] if "oracle" in cfg.methods else [best]
+    out = {}
+    for name in names:
+        def do(name: str = name) -> dict[str, Any]:
+            earlier, _ = st.lookup("eval_single")
+            if name == best and earlier is not None:
+                return earlier["result"]
+            policy, note = _policy_for(f"adapter:{name}", cfg, trace, root)
+            return {"eval": _evaluate(cfg, policy, tasks, adapter_store(root, adapter_stage(name))), "note": note}
+
+        out[name] = st.run(adapter_stage(name), do)
+    return out
 
 
 def _train_wall(res: dict[str, Any]) -> float:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io import atomic_write_json, atomic_write_text
-from .report import LABELS
+from .report import LABELS, oracle_text
 
 __all__ = ["load_runs", "pool_runs", "pooled_markdown", "write_pooled"]
 
@@ -130,7 +130,7 @@ def pooled_markdown(pooled: dict[str, Any], *, seed: int = 0, sources: Sequence[
         out += ["Paired differences against the first method on the same tasks: mean reward difference "
                 "[95% paired bootstrap CI] tasks better/worse/equal.", ""]
         out += table(paired) + [""]
-    return "\n".join(out)
+    return "\n".join(out) + oracle_text(pooled["methods"])
 
 
 def write_pooled(dirs: Sequence[str | Path], out: str | Path, *, seed: int | None = None) -> dict[str, Any]:

@@ -13,13 +13,24 @@ from typing import Any
 
 from ..io import atomic_write_text
 
-__all__ = ["warm_start_text", "table_rows", "markdown_table", "rich_table", "rich_scores_table", "scores_markdown", "ledger_markdown",
+__all__ = ["oracle_text", "warm_start_text", "table_rows", "markdown_table", "rich_table", "rich_scores_table", "scores_markdown", "ledger_markdown",
            "paired_rows", "paired_markdown", "rich_paired_table", "routing_markdown",
            "plot_methods", "render_outputs", "render_scaling", "plot_scaling", "redraw"]
 
 LABELS = {"base": "base", "grpo": "GRPO on target", "gepa": "GEPA", "trace": "TRACE (routed)",
-          "single": "single capability adapter"}
-SHORT = {"GRPO on target": "GRPO", "TRACE (routed)": "TRACE", "single capability adapter": "single adapter"}  # terminal heads
+          "single": "single capability adapter", "joint": "joint adapter (all capabilities, no routing)",
+          "oracle": "oracle router (reference)"}
+SHORT = {"GRPO on target": "GRPO", "TRACE (routed)": "TRACE", "single capability adapter": "single adapter",
+         "joint adapter (all capabilities, no routing)": "joint", "oracle router (reference)": "oracle"}  # terminal heads
+
+
+def oracle_text(methods: Any) -> str:
+    """The note under a table with the oracle row (empty without one)."""
+    if "oracle" not in methods and LABELS["oracle"] not in methods:
+        return ""
+    return ("\n\nThe oracle row is an upper reference, not a method: per held-out task it takes the better of the base "
+            "model and each TRACE adapter forced on that task, chosen with the held-out rewards themselves; "
+            "oracle − base bounds what routing between them could add.\n")
 
 
 def _fmt(p: dict[str, Any]) -> str:
@@ -91,7 +102,7 @@ def paired_markdown(doc: dict[str, Any]) -> str:
     lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
     return ("\n\nPaired differences against the first method on the same held-out tasks: mean reward difference "
-            "[95% paired bootstrap CI] tasks better/worse/equal.\n\n" + "\n".join(lines) + "\n")
+            "[95% paired bootstrap CI] tasks better/worse/equal.\n\n" + "\n".join(lines) + "\n" + oracle_text(doc["methods"]))
 
 
 def rich_paired_table(doc: dict[str, Any]):
@@ -106,7 +117,8 @@ def rich_paired_table(doc: dict[str, Any]):
     if not rows:
         return None
     t = compact_table("paired differences against the base model on the same tasks",
-                      "mean difference, its [95% paired bootstrap CI], tasks better/worse/equal")
+                      "mean difference, its [95% paired bootstrap CI], tasks better/worse/equal"
+                      + ("; oracle: an upper reference, not a method" if "oracle" in doc["methods"] else ""))
     t.show_lines = True
     t.add_column(rows[0][0])
     for head in rows[0][1:]:
@@ -147,8 +159,17 @@ def ledger_markdown(doc: dict[str, Any]) -> str:
         if demos:
             stages += f" ({demos} of them reference episodes of the capability envs, for the adapters' SFT warm start)"
         rehearsed = sum(int(a.get("rehearsed") or 0) for a in details.get("adapters") or [])
+        own = sum(int(a.get("rehearsed_base") or 0) for a in details.get("adapters") or [])
         if rehearsed:
-            stages += f"; the adapters also rehearsed {rehearsed} episodes of the shared warm start (not charged again)"
+            stages += (f"; the adapters also rehearsed {rehearsed} episodes (not charged again), {own} of them the base "
+                       "model's own successful train episodes" if own else
+                       f"; the adapters also rehearsed {rehearsed} episodes of the shared warm start (not charged again)")
+        if method == "joint" and details.get("replayed") is not None:
+            from .reference import joint_ledger_text
+
+            stages = joint_ledger_text(details)
+        elif method == "oracle":
+            stages = "TRACE's adapters, each evaluated forced on every held-out task (evaluation, not counted)"
         lines.append(f"| {LABELS.get(method, method)} | {r['rollouts']} | {r['budget']} | {stages} |")
     if not lines:
         return ""

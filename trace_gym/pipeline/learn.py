@@ -25,7 +25,8 @@ from .store import StageOutput
 from .target import Target
 
 __all__ = [
-    "Rehearsal", "TrainedAdapter", "Training", "train_capability", "train_adapter", "plan_train_steps", "worst_rollouts_per_step",
+    "Rehearsal", "base_successes", "TrainedAdapter", "Training", "train_capability", "train_adapter", "adapter_train_config",
+    "adapter_demonstrations", "plan_train_steps", "worst_rollouts_per_step",
     "Routing", "build_router", "held_out_routing",
     "evaluate_policy", "ForfeitOnError", "FORFEIT", "Evaluation", "evaluate_policies",
 ]
@@ -49,23 +50,45 @@ def plan_train_steps(rollouts: int, train: dict[str, Any], max_steps: int | None
 
 @dataclass(frozen=True)
 class Rehearsal:
-    """Demonstrations an adapter's supervised warm start rehearses besides its own env's: the reference
-    episodes of ``envs`` (``per_env`` train-split tasks each, drawn with ``seed``), i.e. what the shared
-    format warm start was trained on, so that an adapter keeps what that start taught (e.g. saying that a
-    request cannot be done when the tool it needs is not offered) while it learns its capability.
+    """Demonstrations an adapter's supervised warm start rehearses besides its own env's, from two sources
+    that compose (either may be empty):
 
-    They are the episodes the shared warm start already played (the same envs, tasks and seed), so they
-    are not charged to a method's rollout budget again.
+    * the reference episodes of ``envs`` (``per_env`` train-split tasks each, drawn with ``seed``), i.e. what
+      the shared format warm start was trained on, so that an adapter keeps what that start taught (e.g.
+      saying that a request cannot be done when the tool it needs is not offered);
+    * ``episodes``: demonstrations already made, such as the base model's own successful episodes on the
+      target's train tasks (:func:`base_successes`), so that it keeps what the base model does well.
+
+    Both were played before (by the shared warm start, by TRACE's base rollouts), so they are not charged
+    to a method's rollout budget again.
     """
 
-    envs: tuple[str, ...]
-    per_env: int
+    envs: tuple[str, ...] = ()
+    per_env: int = 0
     seed: int = 0
+    episodes: tuple[Any, ...] = ()
 
     def demonstrations(self) -> list[Any]:
         from ..train.demos import build_demonstrations
 
-        return build_demonstrations(list(self.envs), self.per_env, seed=self.seed).demos
+        warm = build_demonstrations(list(self.envs), self.per_env, seed=self.seed).demos if self.envs and self.per_env else []
+        return [*warm, *self.episodes]
+
+
+def base_successes(rollouts: Rollouts, threshold: float, policy_ids: set[str] | None = None) -> list[Any]:
+    """The successful episodes (reward at or above ``threshold``: the target's success, as the analysis counts
+    it) of the rollouts' store as demonstrations (:func:`~trace_gym.train.demos.episode_demonstration`);
+    ``policy_ids`` keeps only those policies' episodes (e.g. the base model's).  An episode that cannot be
+    turned into one is left out."""
+    from ..train.demos import episode_demonstration
+
+    out = []
+    for t in rollouts.trajectories():
+        if (policy_ids is None or t.policy_id in policy_ids) and is_success(t.reward, threshold):
+            demo, _ = episode_demonstration(t)
+            if demo is not None:
+                out.append(demo)
+    return out
 
 
 def train_adapter(*, model: str, seed: int, env_factory: Callable[[], Any], env_id: str, out: Path,
@@ -81,16 +104,9 @@ def train_adapter(*, model: str, seed: int, env_factory: Callable[[], Any], env_
     """
     import time
 
-    from ..progress import active
-    from ..train import TrainConfig
     from ..train import train as run_train
 
-    fields = {k: v for k, v in train.items() if k in TrainConfig.field_names()}
-    fields.update(env_id=env_id, model=model[3:] if model.startswith("hf:") else model, out=str(out), max_steps=max(steps, 1),
-                  seed=seed, save_steps=0, run_name=run_name)
-    fields.setdefault("progress", active() is not None)  # a progress line when the caller shows progress
-    fields.setdefault("num_train_seeds", max(64, steps * fields.get("seeds_per_step", 1)))
-    cfg = TrainConfig(**fields)
+    cfg = adapter_train_config(model=model, seed=seed, env_id=env_id, out=out, steps=steps, train=train, run_name=run_name)
     if warm_demos <= 0:
         if steps < 1:
             raise ValueError("train_adapter needs steps >= 1 or warm demonstrations")
@@ -98,13 +114,11 @@ def train_adapter(*, model: str, seed: int, env_factory: Callable[[], Any], env_
         entry, seconds = dict(res.manifest_entry), res.seconds
     else:
         from ..progress import track
-        from ..train.demos import build_demonstrations
         from ..train.outputs import MANIFEST_NAME, read_manifest, update_manifest
         from ..train.sft import progress_callback, train_with_warm_start, warm_start
 
         started = time.perf_counter()
-        report = build_demonstrations([env_id], warm_demos, start=cfg.sft_seed_start, seed=cfg.seed,
-                                      factories={env_id: env_factory}, recover_every=cfg.sft_recover_every)
+        report = adapter_demonstrations(cfg, env_factory, warm_demos)
         if not report.demos:
             raise ValueError(f"no reference episode of {env_id} to warm-start on (skipped: {report.skipped})")
         rehearsed = rehearsal.demonstrations() if rehearsal is not None else []
@@ -126,10 +140,36 @@ def train_adapter(*, model: str, seed: int, env_factory: Callable[[], Any], env_
         bar.close()
         entry["demonstrations"] = report.played.get(env_id, len(report.demos))  # charged again on resume
         entry["rehearsed"] = len(rehearsed)
+        entry["rehearsed_base"] = len(rehearsal.episodes) if rehearsal is not None else 0  # of them, the base model's
         update_manifest(out.parent / MANIFEST_NAME, entry)
         seconds = time.perf_counter() - started
     entry["seconds"] = seconds
     return json.loads(json.dumps(entry, default=str))
+
+
+def adapter_train_config(*, model: str, seed: int, env_id: str, out: Path, steps: int, train: dict[str, Any],
+                         run_name: str) -> Any:
+    """The :class:`~trace_gym.train.TrainConfig` of one adapter: ``train``'s trainer settings, the model, seed,
+    output folder and ``steps`` optimizer steps (at least one)."""
+    from ..progress import active
+    from ..train import TrainConfig
+
+    fields = {k: v for k, v in train.items() if k in TrainConfig.field_names()}
+    fields.update(env_id=env_id, model=model[3:] if model.startswith("hf:") else model, out=str(out), max_steps=max(steps, 1),
+                  seed=seed, save_steps=0, run_name=run_name)
+    fields.setdefault("progress", active() is not None)  # a progress line when the caller shows progress
+    fields.setdefault("num_train_seeds", max(64, steps * fields.get("seeds_per_step", 1)))
+    return TrainConfig(**fields)
+
+
+def adapter_demonstrations(cfg: Any, env_factory: Callable[[], Any], n: int) -> Any:
+    """The reference episodes an adapter's SFT learns from: ``n`` train-split tasks of ``cfg.env_id`` played through
+    ``env_factory`` (a budgeted factory charges one rollout each), from ``sft_seed_start``, every
+    ``sft_recover_every``-th a recovered one (:func:`~trace_gym.train.demos.build_demonstrations`'s report)."""
+    from ..train.demos import build_demonstrations
+
+    return build_demonstrations([cfg.env_id], n, start=cfg.sft_seed_start, seed=cfg.seed,
+                                factories={cfg.env_id: env_factory}, recover_every=cfg.sft_recover_every)
 
 
 @dataclass
@@ -146,7 +186,8 @@ class TrainedAdapter(StageOutput):
     train_wall_s: float | None = None
     skipped: str | None = None
     demonstrations: int = 0        # reference episodes of its warm start (charged in ``rollouts``)
-    rehearsed: int = 0             # the shared warm start's episodes it also trained on (not charged)
+    rehearsed: int = 0             # episodes it also rehearsed (not charged): the warm start's and the base model's
+    rehearsed_base: int = 0        # of them, the base model's own successful train episodes
 
 
 @dataclass
@@ -195,7 +236,7 @@ def train_capability(env: dict[str, Any], name: str, adapters_dir: str | Path, *
     return TrainedAdapter(name, env["capability"], env["env_id"], str(entry.get("path", out)), grpo_steps,
                           used, entry.get("rollouts_used"), sum(tail) / len(tail) if tail else 0.0, curve,
                           entry.get("seconds"), demonstrations=int(entry.get("demonstrations") or 0),
-                          rehearsed=int(entry.get("rehearsed") or 0))
+                          rehearsed=int(entry.get("rehearsed") or 0), rehearsed_base=int(entry.get("rehearsed_base") or 0))
 
 
 # ----------------------------------------------------------------------------- 6. routing

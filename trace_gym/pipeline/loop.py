@@ -28,6 +28,7 @@ from .learn import (
     Rehearsal,
     Routing,
     Training,
+    base_successes,
     build_router,
     plan_train_steps,
     train_capability,
@@ -48,7 +49,7 @@ from .stages import (
 from .store import StageStore
 from .target import Target
 
-__all__ = ["TracePlan", "TraceRun", "run_trace", "training_reserve", "STAGES"]
+__all__ = ["TracePlan", "TraceRun", "run_trace", "training_reserve", "rehearsal_of", "STAGES"]
 
 STAGES = ("rollouts", "analysis", "synthesis", "calibration", "training", "routing")
 
@@ -89,6 +90,7 @@ class TracePlan:
     train_steps: int | None = None               # fixed optimizer steps per adapter (None: as many as the budget allows)
     warm_demos: int = 0                          # reference episodes of its own env each adapter is first SFT'd on
     rehearsal: Rehearsal | None = None           # the shared warm start's episodes each adapter's SFT also keeps
+    rehearse_base: bool = False                  # ... and the model's own successful episodes of 1. (not charged again)
     max_train_steps: int | None = None
     name_adapter: Callable[[int, str], str] = lambda i, cap: adapter_name(cap)
     # 6. routing
@@ -186,7 +188,7 @@ def run_trace(plan: TracePlan, store: StageStore, *, prefix: str = "",
         tune_episodes=plan.tune_episodes, set_knobs=plan.cap_knobs,
         on_episode=on_episode and (lambda _env: on_episode("calibration"))), Calibration)
     # 5. training: one GRPO+LoRA adapter per env still to learn
-    run.training = stage("training", lambda: _train_all(plan, run.calibration), Training)
+    run.training = stage("training", lambda: _train_all(plan, run.calibration, rehearsal_of(plan, run.rollouts)), Training)
     if not run.training.adapters:
         run.note = "no adapter was trained (budget or all capabilities mastered): TRACE falls back to the base model"
         return run
@@ -210,7 +212,18 @@ def training_reserve(plan: TracePlan, n_envs: int) -> int:
     return n_envs * (plan.warm_demos + steps * worst_rollouts_per_step(plan.train) + plan.routing_seeds)
 
 
-def _train_all(plan: TracePlan, calibration: Calibration) -> Training:
+def rehearsal_of(plan: TracePlan, rollouts: Rollouts) -> Rehearsal | None:
+    """What each adapter's SFT rehearses: the plan's ``rehearsal``, with ``rehearse_base`` also the successful
+    episodes (by the target's success threshold) of the jobs that play the model under study (those without a
+    policy of their own) among ``rollouts``."""
+    if not plan.rehearse_base:
+        return plan.rehearsal
+    own = {j.policy_id for j in plan.jobs if j.policy is None}
+    episodes = tuple(base_successes(rollouts, plan.target.threshold, own))
+    return dataclasses.replace(plan.rehearsal or Rehearsal(), episodes=episodes)
+
+
+def _train_all(plan: TracePlan, calibration: Calibration, rehearsal: Rehearsal | None) -> Training:
     """An adapter per env to learn; with a budget each gets an equal share of what is left after routing's reserve."""
     budget = plan.budget
     todo = [e for e in calibration.envs if e["train"]]
@@ -230,6 +243,6 @@ def _train_all(plan: TracePlan, calibration: Calibration) -> Training:
             steps = plan_train_steps(avail - demos, plan.train, plan.max_train_steps)
         a = train_capability(e, plan.name_adapter(i, e["capability"]), plan.adapters_dir, model=plan.model, seed=plan.seed,
                              train=plan.train, steps=steps, env_kwargs=env_kwargs_for(e, plan.cap_env_kwargs), budget=budget,
-                             warm_demos=demos, rehearsal=plan.rehearsal if demos else None)
+                             warm_demos=demos, rehearsal=rehearsal if demos else None)
         (out.skipped if a.skipped else out.adapters).append(a)
     return out

@@ -34,7 +34,7 @@ from typing import Any
 from .chat import ChatRenderer
 
 __all__ = ["Demonstration", "DemoReport", "NoReferenceError", "build_demonstrations", "reference_episode",
-           "tokenize_demonstration", "TRAIN_SPLIT"]
+           "episode_demonstration", "tokenize_demonstration", "TRAIN_SPLIT"]
 
 TRAIN_SPLIT = "train"
 
@@ -123,6 +123,33 @@ def reference_episode(env: Any, task_id: str, *, env_id: str = "", seed: int = 0
         return None, "the episode has no assistant turn"
     untrained = (next(i for i, m in enumerate(messages) if m.get("role") == "assistant"),) if recover else ()
     return Demonstration(env_id, str(task_id), int(seed), messages, tools, float(reward), untrained), ""
+
+
+def episode_demonstration(trajectory: Any) -> tuple[Demonstration | None, str]:
+    """A played episode (a :class:`~trace_gym.trajectory.Trajectory`, e.g. of a rollout store) as a
+    demonstration: its ``messages`` and ``tools`` as the policy saw them, up to its last assistant turn.
+
+    An action the env rejected (``action_errors``) stays in the conversation as context and is not
+    trained on (:attr:`Demonstration.untrained`).  Returns ``(demonstration, "")``, or ``(None, reason)``
+    when the episode has no assistant turn, or rejected actions whose turns cannot be told apart (its
+    assistant messages do not match its actions one to one).  Whether the episode is worth learning
+    from (its reward) is the caller's question.
+    """
+    messages = [dict(m) for m in trajectory.messages or []]
+    while messages and messages[-1].get("role") != "assistant":  # what follows the last turn is never a target
+        messages.pop()
+    turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    if not turns:
+        return None, "no assistant turn"
+    untrained: tuple[int, ...] = ()
+    if trajectory.action_errors:
+        if len(turns) != len(trajectory.actions):
+            return None, (f"{len(trajectory.action_errors)} rejected action(s), and its {len(turns)} assistant turns do "
+                          f"not match its {len(trajectory.actions)} actions one to one")
+        untrained = tuple(turns[i] for i in trajectory.action_errors if i < len(turns))
+    task = ",".join(str(v) for v in (trajectory.options or {}).values()) or f"seed-{trajectory.seed}"
+    return Demonstration(trajectory.env_id, task, int(trajectory.seed), messages, list(trajectory.tools or []),
+                         float(trajectory.reward), untrained), ""
 
 
 def _reset_options(env: Any, task_id: str) -> dict[str, Any]:
