@@ -161,3 +161,33 @@ def test_environment_factory_gives_an_env_with_per_episode_tools_one_class_per_t
         env = factories[row["environment"]]()
         assert env.reset(seed=row["seed"], prompt=row["prompt"]) is None  # its tools are the episode's
     assert isinstance(environment_trainer_kwargs(ENV, seeds=range(4))["environment_factory"], type)
+
+
+def test_environment_factory_warm_start_demonstrations_render_the_prompt_trl_shows():
+    """A warm start for TRL's mode trains on exactly what the trainer later renders: the same tool
+    schemas (TRL's, from the class's methods, in its order) and the same opening, in the same template."""
+    from trace_gym.integrations.trl import environment_demonstrations, environment_tools
+    from trace_gym.policies.hf_models import tiny_test_model
+    from trace_gym.train.chat import ChatRenderer
+    from trace_gym.train.demos import tokenize_demonstration
+
+    env_id = "trace/cap-ts-state-dependency-v0"
+    _, tokenizer = tiny_test_model(0)
+    tokenizer = tool_calling_tokenizer(tokenizer)
+    demos = environment_demonstrations(env_id, 6)
+    assert len(demos) >= 4  # single-request episodes of the train split
+    cls = environment_factory(env_id)
+    renderer = ChatRenderer(tokenizer)
+    for demo in demos:
+        names = tuple(t["function"]["name"] for t in demo.tools)
+        assert list(names) == sorted(names)  # TRL lists an environment's methods by name
+        assert demo.tools == environment_tools(cls)
+        env = cls.__new__(cls)
+        methods = [getattr(env, n) for n in names]
+        opening = [{"role": m["role"], "content": m["content"]} for m in demo.messages[:2]]
+        trl_prompt = tokenizer.apply_chat_template(opening, tools=methods, tokenize=False, add_generation_prompt=True)
+        row = tokenize_demonstration(renderer, demo)
+        first_target = row["assistant_masks"].index(1)
+        assert tokenizer.decode(row["input_ids"][:first_target]) == trl_prompt
+        assert sum(m["role"] == "user" for m in demo.messages) == 1
+        assert demo.assistant_turns()[-1].get("content")  # it ends on a message, as a TRL rollout does

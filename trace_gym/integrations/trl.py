@@ -36,8 +36,9 @@ from typing import Any, Literal
 from ..core.env import render_messages
 from ..core.toolcalls import format_tool_call
 
-__all__ = ["TraceEnvironment", "environment_factory", "environment_dataset", "environment_reward",
-           "environment_trainer_kwargs", "tool_calling_tokenizer", "tool_method", "opening_messages"]
+__all__ = ["TraceEnvironment", "environment_factory", "environment_dataset", "environment_demonstrations",
+           "environment_reward", "environment_tools", "environment_trainer_kwargs", "tool_calling_tokenizer",
+           "tool_method", "opening_messages"]
 
 _JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict}
 
@@ -298,6 +299,53 @@ def environment_trainer_kwargs(env_id: str, *, seeds: Iterable[int], env_kwargs:
     else:
         factory, data["environment"] = classes, names
     return {"train_dataset": Dataset.from_dict(data), "environment_factory": factory, "reward_funcs": [environment_reward]}
+
+
+def environment_tools(environment: type[TraceEnvironment]) -> list[dict[str, Any]]:
+    """The tool schemas TRL shows the model for ``environment``: what ``transformers`` reads from each
+    public method (TRL passes the bound methods as ``tools=``), in TRL's order (by name)."""
+    import inspect
+
+    from transformers.utils import get_json_schema
+
+    unbound = environment.__new__(environment)  # only to bind the methods: no env is made
+    return [get_json_schema(getattr(unbound, name)) for name, _ in inspect.getmembers(environment, predicate=inspect.isfunction)
+            if name not in ("reset", "get_reward") and not name.startswith("_")]
+
+
+def environment_demonstrations(env_id: str, per_env: int, *, env_kwargs: dict[str, Any] | None = None, start: int = 0,
+                               seed: int = 0, recover_every: int = 0) -> list[Any]:
+    """Reference episodes of ``env_id`` for a supervised warm start before TRL's environment mode.
+
+    The episodes of :func:`trace_gym.train.demos.build_demonstrations` (``per_env`` tasks of
+    the env's train split from ``start``), each with its tools replaced by the schemas TRL
+    renders for the environment class of that tool list (:func:`environment_tools`), so that
+    :func:`trace_gym.train.sft.warm_start` with a :func:`tool_calling_tokenizer` trains on
+    exactly the prompts the trainer later shows.  An episode with more than one agent turn
+    between user messages after the first (a user who replies) is left out: TRL's mode plays
+    one answer per rollout.  Raises ``ValueError`` when no episode is left.
+    """
+    import dataclasses
+
+    from ..train.demos import build_demonstrations
+    from ..train.trainer import make_env_factory
+
+    make = make_env_factory(env_id, env_kwargs)
+    report = build_demonstrations([env_id], per_env, start=start, seed=seed, recover_every=recover_every,
+                                  factories={env_id: make})
+    schemas: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    out = []
+    for demo in report.demos:
+        if sum(m.get("role") == "user" for m in demo.messages) > 1:
+            continue
+        key = tuple(t.get("function", t)["name"] for t in demo.tools)
+        if key not in schemas:
+            schemas[key] = environment_tools(_environment_class(env_id, make, demo.tools, 0))
+        out.append(dataclasses.replace(demo, tools=schemas[key]))
+    if not out:
+        raise ValueError(f"no single-request reference episode of {env_id} among {per_env} train tasks "
+                         f"(skipped: {report.skipped})")
+    return out
 
 
 def tool_calling_tokenizer(tokenizer: Any) -> Any:
