@@ -31,7 +31,10 @@ Presets
              a router whose index holds 5 reference episodes of each adapter's env (its cases in
              turn) and the target's failed train episodes the analysis labelled, and which hands
              a conversation to an adapter only when it offers every tool of that adapter's nearest
-             example (rule ``cover``; ``--router-rule vote`` for the similarity vote).  The capability envs draw a
+             example (rule ``cover``; ``--router-rule vote`` for the similarity vote; routing learned from
+             outcomes is an option, off here: ``--router-outcomes N`` also plays each adapter on the first N
+             of the 24 base-rollout scenarios, N × adapters rollouts of the budget, and the nearest such
+             scenario routes to whichever of base and the adapters scored best on it).  The capability envs draw a
              quarter of their requests with a tool they need not offered (``withheld_weight``
              0.33), to be refused, as ToolSandbox's insufficient-information scenarios are.  Base rollouts, calibration,
              tuning and demonstrations are all charged to TRACE's budget.  Every method starts
@@ -157,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="the one seed of the whole pipeline (default 0; another seed writes to <out>-seed<N>)")
     ap.add_argument("--router-rule", default=None, choices=RULES,
                     help="TRACE's retrieval routing rule (a stored run reruns from routing on)")
+    ap.add_argument("--router-outcomes", type=int, default=None, metavar="N",
+                    help="TRACE's routing also learns from outcomes: each adapter plays the first N base-rollout "
+                         "scenarios (charged), the best scoring source labels each (a stored run reruns from routing on)")
     ap.add_argument("--swap", action="store_true",
                     help="learn on the target's test split and evaluate on its train split (ToolSandbox: fold_b, fold_a)")
     ap.add_argument("--pool", nargs="+", default=None, metavar="DIR",
@@ -177,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
             fields[key] = getattr(args, key)
     if args.router_rule:
         fields["router_rule"] = args.router_rule
+    if args.router_outcomes is not None:
+        fields["router_outcomes"] = args.router_outcomes
     if args.methods:
         fields["methods"] = args.methods.split(",")
     if args.swap:
