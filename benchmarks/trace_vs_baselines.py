@@ -140,12 +140,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def main(argv: list[str] | None = None) -> int:
-    from rich.console import Console
-
-    from trace_gym.compare.pipeline import CompareConfig, run_compare, run_scaling
-    from trace_gym.compare.report import rich_paired_table, rich_scores_table, rich_table
-    from trace_gym.progress import reporting
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line's flags."""
     from trace_gym.route.retrieval import RULES
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -168,13 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pool", nargs="+", default=None, metavar="DIR",
                     help="only pool finished runs on disjoint held-out tasks (a run and its --swap) into one report "
                          "(default --out runs/compare-<preset>-pooled)")
-    args = ap.parse_args(argv)
-    if args.pool:
-        from trace_gym.compare.pool import write_pooled
+    return ap.parse_args(argv)
 
-        doc = write_pooled(args.pool, args.out or f"runs/compare-{args.preset}-pooled")
-        print(doc["markdown"])
-        return 0
+
+def config_of(args: argparse.Namespace) -> Any:
+    """The validated :class:`~trace_gym.compare.pipeline.CompareConfig` of the preset and the flags."""
+    from trace_gym.compare.pipeline import CompareConfig
 
     fields = dict(PRESETS[args.preset])
     fields["out"] = args.out or f"runs/compare-{args.preset}"
@@ -194,7 +189,25 @@ def main(argv: list[str] | None = None) -> int:
         fields["seed"] = args.seed
         if args.seed and not args.out:
             fields["out"] += f"-seed{args.seed}"
-    cfg = CompareConfig(**fields).validate()
+    return CompareConfig(**fields).validate()
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rich.console import Console
+
+    from trace_gym.compare.pipeline import run_compare, run_scaling
+    from trace_gym.compare.report import rich_paired_table, rich_scores_table, rich_table
+    from trace_gym.progress import reporting
+
+    args = parse_args(argv)
+    if args.pool:
+        from trace_gym.compare.pool import write_pooled
+
+        doc = write_pooled(args.pool, args.out or f"runs/compare-{args.preset}-pooled")
+        print(doc["markdown"])
+        return 0
+
+    cfg = config_of(args)
     console = Console()
     t0 = time.perf_counter()
     if args.budgets:
