@@ -243,7 +243,7 @@ def train_capability(env: dict[str, Any], name: str, adapters_dir: str | Path, *
 @dataclass
 class Routing(StageOutput):
     index: str | None = None       # the saved index (without suffix): <index>.json and <index>.npy
-    index_examples: dict[str, int] = field(default_factory=dict)  # label -> examples
+    index_examples: dict[str, int] = field(default_factory=dict)  # label -> examples (outcome examples included)
     n_examples: int = 0
     labels: list[str] = field(default_factory=list)
     n: int = 0                     # target trajectories routed against the analysis labels
