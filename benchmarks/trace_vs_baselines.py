@@ -31,7 +31,10 @@ Presets
              a router whose index holds 5 reference episodes of each adapter's env (its cases in
              turn) and the target's failed train episodes the analysis labelled, and which hands
              a conversation to an adapter only when it offers every tool of that adapter's nearest
-             example (rule ``cover``; ``--router-rule vote`` for the similarity vote).  The capability envs draw a
+             example (rule ``cover``; ``--router-rule vote`` for the similarity vote; routing learned from
+             outcomes is an option, off here: ``--router-outcomes N`` also plays each adapter on the first N
+             of the 24 base-rollout scenarios, N × adapters rollouts of the budget, and the nearest such
+             scenario routes to whichever of base and the adapters scored best on it).  The capability envs draw a
              quarter of their requests with a tool they need not offered (``withheld_weight``
              0.33), to be refused, as ToolSandbox's insufficient-information scenarios are.  Base rollouts, calibration,
              tuning and demonstrations are all charged to TRACE's budget.  Every method starts
@@ -137,12 +140,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def main(argv: list[str] | None = None) -> int:
-    from rich.console import Console
-
-    from trace_gym.compare.pipeline import CompareConfig, run_compare, run_scaling
-    from trace_gym.compare.report import rich_paired_table, rich_scores_table, rich_table
-    from trace_gym.progress import reporting
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line's flags."""
     from trace_gym.route.retrieval import RULES
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -157,18 +156,20 @@ def main(argv: list[str] | None = None) -> int:
                     help="the one seed of the whole pipeline (default 0; another seed writes to <out>-seed<N>)")
     ap.add_argument("--router-rule", default=None, choices=RULES,
                     help="TRACE's retrieval routing rule (a stored run reruns from routing on)")
+    ap.add_argument("--router-outcomes", type=int, default=None, metavar="N",
+                    help="TRACE's routing also learns from outcomes: each adapter plays the first N base-rollout "
+                         "scenarios (charged), the best scoring source labels each (a stored run reruns from routing on)")
     ap.add_argument("--swap", action="store_true",
                     help="learn on the target's test split and evaluate on its train split (ToolSandbox: fold_b, fold_a)")
     ap.add_argument("--pool", nargs="+", default=None, metavar="DIR",
                     help="only pool finished runs on disjoint held-out tasks (a run and its --swap) into one report "
                          "(default --out runs/compare-<preset>-pooled)")
-    args = ap.parse_args(argv)
-    if args.pool:
-        from trace_gym.compare.pool import write_pooled
+    return ap.parse_args(argv)
 
-        doc = write_pooled(args.pool, args.out or f"runs/compare-{args.preset}-pooled")
-        print(doc["markdown"])
-        return 0
+
+def config_of(args: argparse.Namespace) -> Any:
+    """The validated :class:`~trace_gym.compare.pipeline.CompareConfig` of the preset and the flags."""
+    from trace_gym.compare.pipeline import CompareConfig
 
     fields = dict(PRESETS[args.preset])
     fields["out"] = args.out or f"runs/compare-{args.preset}"
@@ -177,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
             fields[key] = getattr(args, key)
     if args.router_rule:
         fields["router_rule"] = args.router_rule
+    if args.router_outcomes is not None:
+        fields["router_outcomes"] = args.router_outcomes
     if args.methods:
         fields["methods"] = args.methods.split(",")
     if args.swap:
@@ -186,7 +189,25 @@ def main(argv: list[str] | None = None) -> int:
         fields["seed"] = args.seed
         if args.seed and not args.out:
             fields["out"] += f"-seed{args.seed}"
-    cfg = CompareConfig(**fields).validate()
+    return CompareConfig(**fields).validate()
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rich.console import Console
+
+    from trace_gym.compare.pipeline import run_compare, run_scaling
+    from trace_gym.compare.report import rich_paired_table, rich_scores_table, rich_table
+    from trace_gym.progress import reporting
+
+    args = parse_args(argv)
+    if args.pool:
+        from trace_gym.compare.pool import write_pooled
+
+        doc = write_pooled(args.pool, args.out or f"runs/compare-{args.preset}-pooled")
+        print(doc["markdown"])
+        return 0
+
+    cfg = config_of(args)
     console = Console()
     t0 = time.perf_counter()
     if args.budgets:

@@ -83,3 +83,22 @@ def test_pool_reports_a_run_and_its_swap_as_one(tmp_path, capsys):
     assert "| overall | +0.300" in (out / "pooled.md").read_text()
     assert cli._run(_parse(["--pool", str(tmp_path / "a"), str(tmp_path / "a"), "--out", str(tmp_path / "x")])) == 2
     assert "in two runs" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_router_outcomes_on_both_front_ends():
+    """``trace-gym compare --set router_outcomes=N`` and ``trace_vs_baselines.py --router-outcomes N`` set it."""
+    import importlib.util
+    from pathlib import Path
+
+    cfg = cli.build_config(_parse(["--model", "tiny", "--budget", "64", "--set", "router_outcomes=2"]))
+    assert cfg.router_outcomes == 2 and cfg.to_dict()["router_outcomes"] == 2
+    with pytest.raises(ValueError, match="router_outcomes must be an integer"):
+        cli.build_config(_parse(["--model", "tiny", "--set", "router_outcomes=x"]))
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "trace_vs_baselines.py"
+    spec = importlib.util.spec_from_file_location("trace_vs_baselines", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.config_of(mod.parse_args(["--preset", "smoke-toolsandbox", "--router-outcomes", "1"])).router_outcomes == 1
+    assert mod.config_of(mod.parse_args(["--preset", "cpu-toolsandbox"])).router_outcomes == 0  # off until measured
+    with pytest.raises(ValueError, match="budget 8 is too small .* router_outcomes"):
+        mod.config_of(mod.parse_args(["--preset", "smoke-toolsandbox", "--router-outcomes", "2"]))

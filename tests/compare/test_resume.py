@@ -133,3 +133,26 @@ def test_the_new_settings_are_checked():
         CompareConfig(seed=-1).validate()
     with pytest.raises(ValueError, match="eval_seed must be an integer or null"):
         CompareConfig(eval_seed="x").validate()
+
+
+def test_a_changed_router_outcomes_reruns_routing_only(tmp_path):
+    root = _run(tmp_path)
+    assert check_config(CompareConfig(router_outcomes=2), root, log=lambda m: None) == ["trace_routing", "eval_trace"]
+    assert "trace_training" in _left(root) and (root / "trace" / "adapters" / "cap-0-x").exists()
+    assert check_config(CompareConfig(router_outcomes=1), root, log=lambda m: None) == []  # nothing left to move
+
+
+def test_router_outcomes_is_checked_against_the_base_tasks_and_the_budget():
+    ok = dict(methods=["base", "trace"], budget=8, base_tasks=4, calib_seeds=1, calib_samples=1, routing_seeds=1,
+              cap_warm_demos=1)
+    CompareConfig(**ok, router_outcomes=1).validate()  # 4 + 1 + 1 + 1 + 1 = 8
+    with pytest.raises(ValueError, match=r"budget 8 is too small .* routing from outcomes 2.* smaller cap_warm_demos or "
+                                         r"router_outcomes"):
+        CompareConfig(**ok, router_outcomes=2).validate()
+    with pytest.raises(ValueError, match=r"budget 6 is too small .* at least 7 or a smaller router_outcomes"):
+        CompareConfig(**{**ok, "budget": 6, "cap_warm_demos": 0}, router_outcomes=1).validate()
+    with pytest.raises(ValueError, match="router_outcomes = 5 plays the adapters on that many of TRACE's 4 base tasks"):
+        CompareConfig(**{**ok, "budget": 100}, router_outcomes=5).validate()
+    with pytest.raises(ValueError, match="router_outcomes must be an integer >= 0"):
+        CompareConfig(router_outcomes=-1).validate()
+    CompareConfig(methods=["base", "gepa"], router_outcomes=0).validate()

@@ -84,6 +84,11 @@ class CompareConfig:
     # Needs cap_warm_demos (the SFT they join).
     cap_rehearse_base: bool = False
     router_rule: str = "vote"  # retrieval routing rule: "vote", "gate" or "cover" (see RetrievalRouter)
+    # TRACE only: routing learned from outcomes.  N > 0: the routing stage also plays each trained adapter on the
+    # first N train tasks of TRACE's base rollouts (charged to TRACE's budget, N × adapters rollouts) and adds one
+    # example per task labelled with whichever of the base model and the adapters scored best (ties: the base
+    # model); the nearest such example decides, else router_rule does (pipeline.outcomes, RetrievalRouter)
+    router_outcomes: int = 0
     embedder: str | None = None
     # what acts for every method (rollouts, calibration, evaluation; training stays on transformers): "auto" is
     # llama.cpp where llama-cpp-python is installed and the weights have a GGUF copy (SmolLM2's own, not a warm
@@ -141,7 +146,13 @@ class CompareConfig:
         if self.trace_grpo_steps == 0 and not self.cap_warm_demos and "trace" in self.methods:
             raise ValueError("trace_grpo_steps = 0 trains SFT-only adapters: set cap_warm_demos to how many reference "
                              "episodes each adapter learns from")
-        if "trace" in self.methods and self.cap_warm_demos:
+        if not isinstance(self.router_outcomes, int) or isinstance(self.router_outcomes, bool) or self.router_outcomes < 0:
+            raise ValueError(f"router_outcomes must be an integer >= 0, got {self.router_outcomes!r}")
+        if "trace" in self.methods and self.router_outcomes > self._n_base_tasks():
+            raise ValueError(f"router_outcomes = {self.router_outcomes} plays the adapters on that many of TRACE's "
+                             f"{self._n_base_tasks()} base tasks; pass router_outcomes <= {self._n_base_tasks()} or "
+                             "more base_tasks")
+        if "trace" in self.methods and (self.cap_warm_demos or self.router_outcomes):
             self._check_warm_budget()
         if self.cap_rehearsal and not self.cap_warm_demos:
             raise ValueError("cap_rehearsal adds the warm start's episodes to each adapter's SFT: set cap_warm_demos too")
@@ -165,17 +176,26 @@ class CompareConfig:
         check_warm_fields(self)
         return self
 
+    def _n_base_tasks(self) -> int:
+        """The train tasks TRACE plays the base model on (``base_tasks``, else enough for ``base_fraction`` of B)."""
+        return self.base_tasks if self.base_tasks is not None else max(1, int(self.base_fraction * self.budget) // max(1, self.base_samples))
+
     def _check_warm_budget(self) -> None:
         """TRACE's budget must hold its base rollouts, calibration, one adapter's warm-start demonstrations and
-        routing; raises ``ValueError`` naming what is short and what to pass."""
-        n_base = self.base_tasks if self.base_tasks is not None else max(1, int(self.base_fraction * self.budget) // max(1, self.base_samples))
-        need = {"base rollouts": n_base * self.base_samples, "calibration": self.calib_seeds * self.calib_samples,
+        routing (its reference episodes and, with ``router_outcomes``, its outcome episodes); raises ``ValueError``
+        naming what is short and what to pass."""
+        need = {"base rollouts": self._n_base_tasks() * self.base_samples,
+                "calibration": self.calib_seeds * self.calib_samples,
                 "warm-start demonstrations": self.cap_warm_demos, "routing": self.routing_seeds}
+        if self.router_outcomes:
+            need["routing from outcomes"] = self.router_outcomes
         if sum(need.values()) > self.budget:
             parts = ", ".join(f"{k} {v}" for k, v in need.items())
-            raise ValueError(f"budget {self.budget} is too small for TRACE's capability warm start: it needs "
+            what = " or ".join(k for k, v in (("cap_warm_demos", self.cap_warm_demos),
+                                               ("router_outcomes", self.router_outcomes)) if v)
+            raise ValueError(f"budget {self.budget} is too small for TRACE with one adapter: it needs "
                              f"{sum(need.values())} rollouts ({parts}); pass a budget of at least {sum(need.values())} "
-                             "or a smaller cap_warm_demos")
+                             f"or a smaller {what}")
 
     @property
     def evaluation_seed(self) -> int:

@@ -179,6 +179,9 @@ def trace_plan(cfg: CompareConfig, budget: RolloutBudget, root: Path, tasks: lis
         warm_demos=cfg.cap_warm_demos, rehearsal=_rehearsal(cfg), rehearse_base=cfg.cap_rehearse_base,
         name_adapter=lambda i, cap: f"cap-{i}-{cap}",
         routing_seeds=cfg.routing_seeds, router_rule=cfg.router_rule, embedder=cfg.embedder, budget=budget,
+        router_outcomes=cfg.router_outcomes,
+        adapter_policy=lambda name: M.adapter_policy(cfg.acting_spec, root / "trace" / "adapters" / "manifest.json", name,
+                                                     seed=cfg.seed, gen=cfg.gen, policy_id=f"adapter:{name}"),
         rollouts_path=root / "trace" / "base_rollouts.jsonl", index_path=root / "trace" / "router_index")
 
 

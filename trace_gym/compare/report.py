@@ -145,7 +145,24 @@ def routing_markdown(doc: dict[str, Any]) -> str:
     rule = f" (rule `{train['rule']}`)" if train.get("rule") and train["rule"] != "vote" else ""
     return (f"\n\nTRACE's routing{rule} of the {rep['n']} held-out tasks: the analysis label of the base model's episode "
             f"(rows) against the adapter the router chose (columns); {rep['correct']}/{rep['n']} agree.{loo}\n\n"
-            + "\n".join(lines) + "\n")
+            + "\n".join(lines) + "\n" + outcomes_markdown(train))
+
+
+def outcomes_markdown(routing: dict[str, Any]) -> str:
+    """Routing learned from outcomes: per train scenario the reward of each source and the label it gave the
+    router; empty without such scenarios."""
+    rows = routing.get("outcomes") or []
+    if not rows:
+        return ""
+    sources = list(rows[0]["rewards"])
+    lines = ["| train scenario | " + " | ".join(sources) + " | label |", "|" + "---|" * (len(sources) + 2)]
+    for r in rows:
+        lines.append(f"| {r['task']} | " + " | ".join(f"{r['rewards'][s]:.2f}" for s in sources) + f" | {r['label']} |")
+    won = sum(r["label"] != sources[0] for r in rows)
+    return (f"\nRouting learned from outcomes: each adapter played {len(rows)} of the base model's train scenarios "
+            f"({routing.get('outcome_rollouts', 0)} rollouts, in the routing row of the ledger); an adapter scored "
+            f"higher than the base model on {won} (ties go to the base model). A held-out conversation near one of "
+            "them goes to its label, any other one by the rule.\n\n" + "\n".join(lines) + "\n")
 
 
 def ledger_markdown(doc: dict[str, Any]) -> str:

@@ -243,7 +243,7 @@ def train_capability(env: dict[str, Any], name: str, adapters_dir: str | Path, *
 @dataclass
 class Routing(StageOutput):
     index: str | None = None       # the saved index (without suffix): <index>.json and <index>.npy
-    index_examples: dict[str, int] = field(default_factory=dict)  # label -> examples
+    index_examples: dict[str, int] = field(default_factory=dict)  # label -> examples (outcome examples included)
     n_examples: int = 0
     labels: list[str] = field(default_factory=list)
     n: int = 0                     # target trajectories routed against the analysis labels
@@ -256,6 +256,10 @@ class Routing(StageOutput):
     loo_correct: int | None = None  # the same episodes, each routed with its own example left out of the index
     loo_confusion: dict[str, dict[str, int]] = field(default_factory=dict)
     rule: str = "vote"             # the router's rule (RetrievalRouter), stored with the index
+    # routing from outcomes (pipeline.outcomes): per train scenario, task, seed, reward per source ("none": the
+    # base model) and the label (the best, ties to the base model); the adapters' episodes it charged
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+    outcome_rollouts: int = 0
 
     @property
     def loo_accuracy(self) -> float | None:
@@ -268,7 +272,8 @@ class Routing(StageOutput):
 def build_router(adapters: list[TrainedAdapter], specs: dict[str, str], rollouts: Rollouts, analysis: Analysis,
                  index_path: str | Path, *, target: Target, seed: int, seeds: int, env_kwargs: dict[str, Any],
                  embedder: str | None = None, budget: RolloutBudget | None = None,
-                 env_kwargs_by_capability: dict[str, dict[str, Any]] | None = None, rule: str = "vote") -> Routing:
+                 env_kwargs_by_capability: dict[str, dict[str, Any]] | None = None, rule: str = "vote",
+                 outcomes: Any = None) -> Routing:
     """The router index: per adapter, its env's reference solutions and the target's own train episodes that the
     analysis labelled as lacking its capability; under "none", the target episodes the base model passes.
 
@@ -282,7 +287,10 @@ def build_router(adapters: list[TrainedAdapter], specs: dict[str, str], rollouts
     its own example) and once leaving each episode's own example out (``loo_*``: what a new conversation
     like it would get); held-out routing is :func:`held_out_routing`.  ``rule`` is the routing rule stored with
     the index (:class:`~trace_gym.route.retrieval.RetrievalRouter`); with ``"gate"`` the fallback is the first
-    adapter (the capability the analysis ranked highest).
+    adapter (the capability the analysis ranked highest).  ``outcomes`` (an
+    :class:`~trace_gym.pipeline.outcomes.OutcomeRouting`) also plays each adapter on train scenarios the base model
+    played (charged to the routing stage) and adds one outcome example per scenario, labelled with the source that
+    scored best; its rows are ``Routing.outcomes``.
     """
     from ..analysis.pipeline import trajectory_id
     from ..route.base import NO_ADAPTER
@@ -309,12 +317,16 @@ def build_router(adapters: list[TrainedAdapter], specs: dict[str, str], rollouts
                f"on any of the {seeds} routing seeds and no target episode was labelled lacking {a.capability}, so no "
                "conversation can reach it; raise the routing seeds (routing_seeds) or play more base rollouts"
                for a in adapters if not corpora[a.adapter]]
-    used = budget.stage_used("routing") if budget is not None else 0
     emb = Embedder(embedder)
     try:
         index = build_index(corpora, emb, success=0.0)
     except ValueError as exc:
+        used = budget.stage_used("routing") if budget is not None else 0
         return Routing(skipped=f"no router index: {exc}", rollouts=used, missing=missing)
+    before = budget.stage_used("routing") if budget is not None else 0
+    rows = (outcomes.add_to(index, target, [a.adapter for a in adapters], target_trajs, emb, budget)
+            if outcomes is not None and outcomes.n > 0 else [])
+    used = budget.stage_used("routing") if budget is not None else 0
     index.settings = {"rule": rule, **({"fallback": adapters[0].adapter} if rule == "gate" and adapters else {})}
     path = Path(index_path)
     index.save(path)
@@ -324,7 +336,7 @@ def build_router(adapters: list[TrainedAdapter], specs: dict[str, str], rollouts
     loo = leave_one_out(index, convs, emb)
     return Routing(str(path), dict(Counter(index.labels)), len(index.texts), sorted(set(index.labels)), rep.n, rep.correct,
                    rep.accuracy, rep.confusion, used, missing=missing, loo_correct=loo.correct, loo_confusion=loo.confusion,
-                   rule=rule)
+                   rule=rule, outcomes=rows, outcome_rollouts=used - before if budget is not None else len(rows) * len(adapters))
 
 
 def _analysis_routes(analysis: Analysis, adapters: list[TrainedAdapter], label_runs: list[Any] | None = None) -> dict[str, str]:

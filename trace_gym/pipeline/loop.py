@@ -4,7 +4,8 @@
 capabilities its failures lack (2. analysis), synthesizes one capability env per chosen
 capability (3. synthesis), scores the base model on each (4. calibration), trains one
 LoRA adapter per env it has not mastered (5. training) and builds the router that sends
-each conversation to an adapter or to none (6. routing).  Evaluation (7.) of the routed
+each conversation to an adapter or to none (6. routing; with ``router_outcomes`` it also learns from which of
+the base model and each adapter scored best on train tasks, :mod:`trace_gym.pipeline.outcomes`).  Evaluation (7.) of the routed
 adapters against the base model is :func:`trace_gym.pipeline.learn.evaluate_policy`,
 which the front-ends call for every policy they compare.
 
@@ -34,6 +35,7 @@ from .learn import (
     train_capability,
     worst_rollouts_per_step,
 )
+from .outcomes import OutcomeRouting
 from .stages import (
     Analysis,
     Calibration,
@@ -96,6 +98,10 @@ class TracePlan:
     # 6. routing
     routing_seeds: int = 2
     router_rule: str = "vote"                    # RetrievalRouter's rule, stored with the index
+    # routing from outcomes: each adapter also plays the first N train tasks of 1. (charged), and the router learns
+    # from which of the base model and the adapters scored best on each (pipeline.outcomes); needs adapter_policy
+    router_outcomes: int = 0
+    adapter_policy: Callable[[str], Any] | None = None  # a trained adapter by name as a policy acting with it alone
     embedder: str | None = None
     budget: RolloutBudget | None = None
     # where files go
@@ -198,8 +204,20 @@ def run_trace(plan: TracePlan, store: StageStore, *, prefix: str = "",
     run.routing = stage("routing", lambda: build_router(
         run.training.adapters, specs, run.rollouts, run.analysis, plan.index_path, target=plan.target, seed=plan.seed,
         seeds=plan.routing_seeds, env_kwargs=plan.cap_env_kwargs, embedder=plan.embedder, budget=budget,
-        env_kwargs_by_capability=tuned, rule=plan.router_rule), Routing)
+        env_kwargs_by_capability=tuned, rule=plan.router_rule, outcomes=outcome_routing(plan)), Routing)
     return run
+
+
+def outcome_routing(plan: TracePlan) -> OutcomeRouting | None:
+    """What the routing stage plays to learn from outcomes (``None`` with ``router_outcomes`` 0); ``ValueError``
+    when the plan cannot load an adapter as a policy."""
+    if plan.router_outcomes <= 0:
+        return None
+    if plan.adapter_policy is None:
+        raise ValueError("router_outcomes plays the trained adapters on train tasks: the plan needs adapter_policy "
+                         "(a trained adapter by name as a policy)")
+    return OutcomeRouting(plan.router_outcomes, list(plan.jobs), plan.adapter_policy,
+                          plan.adapters_dir / "routing_outcomes.jsonl", plan.batch_size)
 
 
 def training_reserve(plan: TracePlan, n_envs: int) -> int:
@@ -209,7 +227,12 @@ def training_reserve(plan: TracePlan, n_envs: int) -> int:
     if plan.budget is None:
         return 0
     steps = plan.train_steps if plan.train_steps is not None else 1
-    return n_envs * (plan.warm_demos + steps * worst_rollouts_per_step(plan.train) + plan.routing_seeds)
+    return n_envs * (plan.warm_demos + steps * worst_rollouts_per_step(plan.train) + routing_share(plan))
+
+
+def routing_share(plan: TracePlan) -> int:
+    """Rollouts the routing stage plays per adapter: its reference episodes and its outcome episodes."""
+    return plan.routing_seeds + max(0, plan.router_outcomes)
 
 
 def rehearsal_of(plan: TracePlan, rollouts: Rollouts) -> Rehearsal | None:
@@ -230,7 +253,7 @@ def _train_all(plan: TracePlan, calibration: Calibration, rehearsal: Rehearsal |
     share = None
     if budget is not None:
         kept = sum(budget.stage_used(f"train:{e['capability']}") for e in todo)  # a resumed stage's earlier adapters
-        share = (budget.remaining + kept - len(todo) * plan.routing_seeds) // max(1, len(todo))
+        share = (budget.remaining + kept - len(todo) * routing_share(plan)) // max(1, len(todo))
     out = Training()
     for i, e in enumerate(todo):
         demos = plan.warm_demos

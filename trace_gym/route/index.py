@@ -1,6 +1,10 @@
 """The router index: example first-user-messages per capability, with their embeddings and
 the names of the tools each example's conversation offered.
 
+An example is either *labelled* (its label says which adapter, or none, the conversation needs) or an
+*outcome* example (``outcome`` true: its label is whichever of the base model and the adapters scored the
+highest reward when each played that scenario; see :class:`~trace_gym.route.retrieval.RetrievalRouter`).
+
 Stored as ``router_index.json`` (texts, labels, sources, tools, embedding model and the
 router's ``settings``, e.g. ``{"rule": "gate", "fallback": "cap-0-..."}``, which every router
 loaded from the index uses) plus ``router_index.npy`` (the embedding matrix), both written
@@ -32,9 +36,17 @@ class RouterIndex:
     vectors: np.ndarray | None = None
     tools: list[list[str] | None] = field(default_factory=list)  # offered tool names per example; None: not known
     settings: dict[str, Any] = field(default_factory=dict)  # how routers over this index route (RetrievalRouter)
+    outcome: list[bool] = field(default_factory=list)  # per example: labelled by the best scoring source (module doc)
+
+    def __post_init__(self) -> None:
+        if not self.outcome:
+            self.outcome = [False] * len(self.texts)
+        if len(self.outcome) != len(self.texts):
+            raise ValueError(f"{len(self.texts)} texts but {len(self.outcome)} outcome flags")
 
     def add(self, texts: list[str], labels: list[str], sources: list[str], vectors: np.ndarray,
-            tools: list[list[str] | None] | None = None) -> None:
+            tools: list[list[str] | None] | None = None, *, outcome: bool = False) -> None:
+        """Append examples (``outcome``: they are outcome examples, see the module docstring)."""
         tools = list(tools) if tools is not None else [None] * len(texts)
         if not (len(texts) == len(labels) == len(sources) == len(vectors) == len(tools)):
             raise ValueError("texts, labels, sources, tools and vectors must have the same length")
@@ -42,15 +54,25 @@ class RouterIndex:
         self.labels += labels
         self.sources += sources
         self.tools += [sorted(t) if t is not None else None for t in tools]
+        self.outcome += [bool(outcome)] * len(texts)
         self.vectors = vectors if self.vectors is None or len(self.vectors) == 0 else np.vstack([self.vectors, vectors])
+
+    def select(self, keep: list[int]) -> RouterIndex:
+        """A copy holding the examples at the indices ``keep``, in that order (same model and settings)."""
+        vectors = self.vectors[keep] if self.vectors is not None and len(self.vectors) else self.vectors
+        return RouterIndex(self.model, [self.texts[i] for i in keep], [self.labels[i] for i in keep],
+                           [self.sources[i] for i in keep], vectors, [self.tools[i] for i in keep], dict(self.settings),
+                           [self.outcome[i] for i in keep])
 
     def without(self, sources: Collection[str]) -> RouterIndex:
         """A copy without the examples whose source is in ``sources`` (leave-one-out routing)."""
         drop = set(sources)
-        keep = [i for i, s in enumerate(self.sources) if s not in drop]
-        vectors = self.vectors[keep] if self.vectors is not None and len(self.vectors) else self.vectors
-        return RouterIndex(self.model, [self.texts[i] for i in keep], [self.labels[i] for i in keep],
-                           [self.sources[i] for i in keep], vectors, [self.tools[i] for i in keep], dict(self.settings))
+        return self.select([i for i, s in enumerate(self.sources) if s not in drop])
+
+    def split_outcomes(self) -> tuple[RouterIndex, RouterIndex]:
+        """``(labelled examples, outcome examples)`` as two indexes."""
+        return (self.select([i for i, o in enumerate(self.outcome) if not o]),
+                self.select([i for i, o in enumerate(self.outcome) if o]))
 
     def tool_agreement(self, tools: list[str] | None) -> np.ndarray:
         """Per example, the Jaccard overlap of its offered tools with ``tools`` (1 where either side is not known)."""
@@ -78,7 +100,7 @@ class RouterIndex:
         path = Path(path)
         atomic_write_json(path.with_suffix(".json"), {"model": self.model, "texts": self.texts, "labels": self.labels,
                                                       "sources": self.sources, "tools": self.tools,
-                                                      "settings": self.settings})
+                                                      "settings": self.settings, "outcome": self.outcome})
         buf = io.BytesIO()
         np.save(buf, self.vectors if self.vectors is not None else np.zeros((0, 0), np.float32))
         atomic_write_bytes(path.with_suffix(".npy"), buf.getvalue())
@@ -94,5 +116,8 @@ class RouterIndex:
         tools = meta.get("tools") or [None] * n  # an index from before tools were recorded: not known
         if len(tools) != n:
             raise ValueError(f"{path}: {n} texts but {len(tools)} tool lists; rebuild the index")
+        outcome = meta.get("outcome") or [False] * n  # an index from before outcome examples: none
+        if len(outcome) != n:
+            raise ValueError(f"{path}: {n} texts but {len(outcome)} outcome flags; rebuild the index")
         return cls(meta["model"], meta["texts"], meta["labels"], meta.get("sources", [""] * n), vectors, tools,
-                   dict(meta.get("settings") or {}))
+                   dict(meta.get("settings") or {}), [bool(o) for o in outcome])

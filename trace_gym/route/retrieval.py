@@ -108,6 +108,15 @@ class RetrievalRouter:
     still try to carry out with what it has, where the answer is often to say it cannot
     (ToolSandbox's insufficient-information scenarios withhold exactly such a tool).
 
+    Outcome examples (an index's examples flagged ``outcome``: a train scenario labelled with whichever of
+    the base model and the adapters scored the highest reward on it, ties to the base model) compose with
+    every rule: the nearest outcome example (by cosine) among those offering exactly the conversation's
+    tools (all of them when either side's tools are not known) decides when its cosine is
+    ``min_similarity`` or more; otherwise the rule decides, over the labelled examples alone (the outcome
+    examples take part in no rule).  The reasoning: a measured outcome on a like scenario says more than a
+    label of what a failure lacked, and where none is near the rule behaves as it does without them.
+    An index without outcome examples routes exactly as the rule does.
+
     ``rule`` and ``fallback`` not given are taken from the index's ``settings`` (see
     :class:`RouterIndex`), so every router loaded from one index routes alike; the other settings
     default to :data:`DEFAULTS`.  A setting given explicitly that the rule does not read
@@ -137,18 +146,18 @@ class RetrievalRouter:
             raise ValueError(f"k must be at least 1, got {k}")
         if tool_weight < 0:
             raise ValueError(f"tool_weight must be ≥ 0, got {tool_weight}")
-        self.index = index
+        self.index, self.outcomes = index.split_outcomes()  # the rules see the labelled examples only
         self.embedder = embedder or Embedder(index.model)
         self.k, self.min_similarity, self.tool_weight, self.balance = k, min_similarity, tool_weight, balance
         self.rule = rule
         self._last: tuple[str, np.ndarray] | None = None
-        self.labels = sorted({lab for lab in index.labels if lab != NO_ADAPTER})
+        self.labels = sorted({lab for lab in index.labels if lab != NO_ADAPTER})  # outcome labels included
         fallback = fallback if fallback is not None else index.settings.get("fallback")
         self.fallback = fallback or (self.labels[0] if self.labels else NO_ADAPTER)
         if "fallback" in self.routing_rule.settings and self.fallback != NO_ADAPTER and self.fallback not in self.labels:
             self.labels = sorted([*self.labels, self.fallback])  # it may have no example left (leave-one-out)
-        counts = Counter(index.labels)
-        self._prior = {lab: n / len(index.labels) for lab, n in counts.items()} if index.labels else {}
+        counts = Counter(self.index.labels)
+        self._prior = {lab: n / len(self.index.labels) for lab, n in counts.items()} if self.index.labels else {}
 
     def _encode(self, text: str) -> np.ndarray:
         """The query's embedding (the last one is kept: the gate and the vote embed the same message)."""
@@ -192,10 +201,23 @@ class RetrievalRouter:
         i, sim = self._closest(same, q)
         return self.index.labels[i] == NO_ADAPTER and sim >= self.min_similarity
 
-    def _closest(self, among: list[int], q: np.ndarray) -> tuple[int, float]:
-        """The example of ``among`` (a non-empty list of indices) whose message is nearest ``q`` by cosine, and that
-        cosine; ties go to the earlier example."""
-        sims = self.index.vectors[among] @ q
+    def by_outcome(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str | None:
+        """The label of the nearest outcome example offering exactly these tools when its cosine is at least
+        ``min_similarity``; ``None`` when there is no such example (the rule decides)."""
+        text = first_user_message(messages)
+        if text is None or not self.outcomes.texts:
+            return None
+        names = tool_names(tools)
+        same = [i for i, ex in enumerate(self.outcomes.tools) if names is None or ex is None or sorted(ex) == names]
+        if not same:
+            return None
+        i, sim = self._closest(same, self._encode(text), self.outcomes)
+        return self.outcomes.labels[i] if sim >= self.min_similarity else None
+
+    def _closest(self, among: list[int], q: np.ndarray, index: RouterIndex | None = None) -> tuple[int, float]:
+        """The example of ``among`` (a non-empty list of indices into ``index``, default the labelled examples) whose
+        message is nearest ``q`` by cosine, and that cosine; ties go to the earlier example."""
+        sims = (index if index is not None else self.index).vectors[among] @ q
         j = int(np.lexsort((np.arange(len(sims)), -sims))[0])
         return among[j], float(sims[j])
 
@@ -214,4 +236,5 @@ class RetrievalRouter:
     def route(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         if first_user_message(messages) is None:
             return NO_ADAPTER
-        return self.routing_rule.route(self, messages, tools)
+        decided = self.by_outcome(messages, tools)
+        return decided if decided is not None else self.routing_rule.route(self, messages, tools)
