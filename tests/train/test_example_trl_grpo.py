@@ -3,6 +3,7 @@ TRL trains on the tokens the agent played, and the docs' snippet (docs/training.
 
 from __future__ import annotations
 
+import json
 import re
 import runpy
 import sys
@@ -59,7 +60,8 @@ def _run_example(monkeypatch, *argv):
 
 def test_example_trains_one_step_on_the_agents_tokens_and_saves_an_adapter(tmp_path, tiny_folder, scored, monkeypatch):
     out = tmp_path / "run"
-    trainer = _run_example(monkeypatch, tiny_folder, "trace-test/train-spread-v0", 1, out, "rollout_func")
+    trainer = _run_example(monkeypatch, "--model", tiny_folder, "--env", "trace-test/train-spread-v0", "--steps", 1,
+                           "--out", out, "--mode", "rollout_func")
     assert trainer.state.global_step == 1
     assert (out / "adapter" / "adapter_model.safetensors").exists()
     stats = trainer.rollout_func.stats
@@ -79,7 +81,8 @@ def test_example_trains_one_step_on_the_agents_tokens_and_saves_an_adapter(tmp_p
 def test_a_constant_group_reaches_trl_masked_out(tmp_path, tiny_folder, scored, monkeypatch):
     """What a first step that logs ``completions/mean_length`` 0 over 12 rollouts means: the group's four
     episodes had one reward, twice more on fresh seeds, so the group was masked out of the loss."""
-    trainer = _run_example(monkeypatch, tiny_folder, "trace-test/train-constant-v0", 1, tmp_path / "run", "rollout_func")
+    trainer = _run_example(monkeypatch, "--model", tiny_folder, "--env", "trace-test/train-constant-v0", "--steps", 1,
+                           "--out", tmp_path / "run", "--mode", "rollout_func")
     stats = trainer.rollout_func.stats
     assert (stats.rollouts, stats.resampled_groups, stats.dropped_groups) == (12, 2, 1)
     [batch] = scored
@@ -90,14 +93,21 @@ def test_a_constant_group_reaches_trl_masked_out(tmp_path, tiny_folder, scored, 
 
 
 @pytest.mark.usefixtures("toolsandbox_data")
-def test_example_trains_through_environment_factory_by_default(tmp_path, tiny_folder, monkeypatch, capsys):
-    """The example's default mode: TRL's environment_factory on a ToolSandbox capability env, one step."""
+def test_example_warm_starts_then_trains_through_environment_factory_by_default(tmp_path, tiny_folder, monkeypatch,
+                                                                               capsys):
+    """The example's default mode: a warm start on reference episodes in TRL's template, then TRL's
+    environment_factory on a ToolSandbox capability env from that adapter (shortened: 4 episodes, 1 + 1 steps)."""
     out = tmp_path / "run"
-    trainer = _run_example(monkeypatch, tiny_folder, "trace/cap-ts-canonicalization-v0", 1, out)
+    trainer = _run_example(monkeypatch, "--model", tiny_folder, "--warm-demos", 4, "--warm-steps", 1, "--steps", 1,
+                           "--generations", 2, "--out", out)
     assert trainer.state.global_step == 1 and trainer.environment_factories is not None
     assert trainer.rollout_func is None
+    record = json.loads((out / "warm_start" / "warm_start.json").read_text())
+    assert record["steps"] == 1 and record["loss_after"] < record["loss_before"]
     assert (out / "adapter" / "adapter_model.safetensors").exists()
-    assert "step 1: env reward" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "warm start: 1 steps on 4 reference episodes" in printed
+    assert "step 1: env reward" in printed and "mean of the first 1 steps" in printed
 
 
 def test_the_docs_snippet_is_the_example(tmp_path, tiny_folder, monkeypatch):
