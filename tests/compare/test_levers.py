@@ -116,7 +116,7 @@ def test_rehearsal_joint_and_oracle_on_toolsandbox(tmp_path):
         assert sum(oracle["rewards"][task]) / len(oracle["rewards"][task]) == pytest.approx(best)
     assert sum(oracle["picks"].values()) == len(base)
     assert doc["methods"]["single"]["eval"]["rewards"] == forced[doc["methods"]["single"]["note"].split()[1]]["rewards"]
-    assert "upper reference, not a method" in md and "oracle router (reference)" in md
+    assert "upper reference, not a method" in md and "oracle (reference)" in md
 
     # a rerun changes nothing
     again = run_compare(CompareConfig(**fields).validate(), log=lambda m: None)
@@ -132,4 +132,4 @@ def test_rehearsal_joint_and_oracle_on_toolsandbox(tmp_path):
     pooled = pool_runs([doc, other])
     assert {"joint", "oracle"} <= set(pooled["methods"])
     text = pooled_markdown(pooled)
-    assert "oracle router (reference)" in text and "upper reference, not a method" in text
+    assert "oracle (reference)" in text and "upper reference, not a method" in text

@@ -18,10 +18,10 @@ __all__ = ["oracle_text", "warm_start_text", "table_rows", "markdown_table", "ri
            "plot_methods", "render_outputs", "render_scaling", "plot_scaling", "redraw"]
 
 LABELS = {"base": "base", "grpo": "GRPO on target", "gepa": "GEPA", "trace": "TRACE (routed)",
-          "single": "single capability adapter", "joint": "joint adapter (all capabilities, no routing)",
-          "oracle": "oracle router (reference)"}
+          "single": "single capability adapter", "joint": "joint adapter (no routing)",
+          "oracle": "oracle (reference)"}
 SHORT = {"GRPO on target": "GRPO", "TRACE (routed)": "TRACE", "single capability adapter": "single adapter",
-         "joint adapter (all capabilities, no routing)": "joint", "oracle router (reference)": "oracle"}  # terminal heads
+         "joint adapter (no routing)": "joint", "oracle (reference)": "oracle"}  # terminal heads
 
 
 def oracle_text(methods: Any) -> str:
@@ -116,16 +116,40 @@ def rich_paired_table(doc: dict[str, Any]):
     rows = paired_table(paired_scores(evals, seed=_paired_seed(doc)), stacked=True)
     if not rows:
         return None
-    t = compact_table("paired differences against the base model on the same tasks",
-                      "mean difference, its [95% paired bootstrap CI], tasks better/worse/equal"
-                      + ("; oracle: an upper reference, not a method" if "oracle" in doc["methods"] else ""))
-    t.show_lines = True
-    t.add_column(rows[0][0])
-    for head in rows[0][1:]:
-        t.add_column(_short_label(head.split(" − ")[0]), justify="right")
-    for r in rows[1:]:
-        t.add_row(*r, style="bold" if r[0] == "overall" else None)
-    return fit_table(t, rows[0][0])
+    note = ("mean difference, its [95% paired bootstrap CI], tasks better/worse/equal"
+            + ("; oracle: an upper reference, not a method" if "oracle" in doc["methods"] else ""))
+    tables = []
+    for cols in _column_chunks(len(rows[0]) - 1, PAIRED_COLUMNS):
+        t = compact_table("paired differences against the base model on the same tasks", note)
+        t.show_lines = True
+        t.add_column(rows[0][0])
+        for i in cols:
+            t.add_column(_short_label(rows[0][1 + i].split(" − ")[0]), justify="right")
+        for r in rows[1:]:
+            t.add_row(r[0], *(r[1 + i] for i in cols), style="bold" if r[0] == "overall" else None)
+        tables.append(fit_table(t, rows[0][0]))
+    return _stack(tables)
+
+
+# at most this many value columns per terminal table (more are split over several tables, so each fits 80 columns)
+SCORE_COLUMNS = 5
+PAIRED_COLUMNS = 4
+
+
+def _column_chunks(n: int, size: int) -> list[list[int]]:
+    """``range(n)`` in balanced consecutive chunks of at most ``size``."""
+    parts = max(1, -(-n // size))
+    bounds = [round(i * n / parts) for i in range(parts + 1)]
+    return [list(range(bounds[i], bounds[i + 1])) for i in range(parts)]
+
+
+def _stack(tables: list[Any]) -> Any:
+    """One table as itself, several one under the other."""
+    if len(tables) == 1:
+        return tables[0]
+    from rich.console import Group
+
+    return Group(*tables)
 
 
 def routing_markdown(doc: dict[str, Any]) -> str:
@@ -272,22 +296,32 @@ def rich_scores_table(doc: dict[str, Any]):
         return None
     names = list(named)
     groups = sorted({g for sc in named.values() for g in sc["groups"]})
-    t = compact_table("per group: mean reward [95% CI] (perfect counts, ended shares in compare.md)",
-                      "floor: the mean reward of an agent that refuses everything")
-    t.show_lines = True
-    t.add_column("group")
-    for n in names:
-        t.add_column(_short_label(n), justify="right")
-    t.add_column("floor", justify="right")
+    floors: dict[str, str] = {}
     for g in [*groups, "overall"]:
-        cells, floor = [], "–"
         for n in names:
             sc = named[n]["overall"] if g == "overall" else named[n]["groups"].get(g)
-            cells.append(ci_cell(sc["mean"]["value"], sc["mean"]["low"], sc["mean"]["high"]) if sc else "–")
             if sc and "floor" in sc:
-                floor = f"{sc['floor']['mean']:.3f}"
-        t.add_row(g, *cells, floor, style="bold" if g == "overall" else None)
-    return fit_table(t, "group")
+                floors[g] = f"{sc['floor']['mean']:.3f}"
+    chunks = _column_chunks(len(names), SCORE_COLUMNS)
+    tables = []
+    for k, cols in enumerate(chunks):
+        last = k == len(chunks) - 1
+        t = compact_table("per group: mean reward [95% CI] (perfect counts, ended shares in compare.md)",
+                          "floor: the mean reward of an agent that refuses everything" if last else None)
+        t.show_lines = True
+        t.add_column("group")
+        for i in cols:
+            t.add_column(_short_label(names[i]), justify="right")
+        if last:
+            t.add_column("floor", justify="right")
+        for g in [*groups, "overall"]:
+            cells = []
+            for i in cols:
+                sc = named[names[i]]["overall"] if g == "overall" else named[names[i]]["groups"].get(g)
+                cells.append(ci_cell(sc["mean"]["value"], sc["mean"]["low"], sc["mean"]["high"]) if sc else "–")
+            t.add_row(g, *cells, *([floors.get(g, "–")] if last else []), style="bold" if g == "overall" else None)
+        tables.append(fit_table(t, "group"))
+    return _stack(tables)
 
 
 def _plt():
