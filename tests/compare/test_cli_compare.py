@@ -87,17 +87,13 @@ def test_pool_reports_a_run_and_its_swap_as_one(tmp_path, capsys):
 
 def test_router_outcomes_on_both_front_ends():
     """``trace-gym compare --set router_outcomes=N`` and ``trace_vs_baselines.py --router-outcomes N`` set it."""
-    import importlib.util
-    from pathlib import Path
+    from tests.compare.bench import benchmark_script
 
     cfg = cli.build_config(_parse(["--model", "tiny", "--budget", "64", "--set", "router_outcomes=2"]))
     assert cfg.router_outcomes == 2 and cfg.to_dict()["router_outcomes"] == 2
     with pytest.raises(ValueError, match="router_outcomes must be an integer"):
         cli.build_config(_parse(["--model", "tiny", "--set", "router_outcomes=x"]))
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "trace_vs_baselines.py"
-    spec = importlib.util.spec_from_file_location("trace_vs_baselines", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = benchmark_script()
     assert mod.config_of(mod.parse_args(["--preset", "smoke-toolsandbox", "--router-outcomes", "1"])).router_outcomes == 1
     assert mod.config_of(mod.parse_args(["--preset", "cpu-toolsandbox"])).router_outcomes == 0  # off until measured
     with pytest.raises(ValueError, match="budget 8 is too small .* router_outcomes"):

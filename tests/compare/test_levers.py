@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from tests.compare.bench import preset
 from tests.extras import need, need_smollm2
 
 need("torch")
@@ -20,14 +20,6 @@ need("trl")
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _preset(name: str) -> dict:
-    spec = importlib.util.spec_from_file_location("trace_vs_baselines", ROOT / "benchmarks" / "trace_vs_baselines.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return dict(mod.PRESETS[name])
 
 
 def test_a_stored_episode_becomes_a_demonstration(tmp_path):
@@ -70,7 +62,7 @@ def test_rehearsal_joint_and_oracle_on_toolsandbox(tmp_path):
     from trace_gym.train.outputs import read_manifest
 
     need_smollm2()  # the tiny model borrows SmolLM2's tokenizer
-    fields = {**_preset("smoke-toolsandbox"), "out": str(tmp_path / "run"), "cap_rehearse_base": True,
+    fields = {**preset("smoke-toolsandbox"), "out": str(tmp_path / "run"), "cap_rehearse_base": True,
               "methods": ["base", "trace", "single", "joint", "oracle"]}
     cfg = CompareConfig(**fields).validate()
     doc = run_compare(cfg, log=lambda m: None)

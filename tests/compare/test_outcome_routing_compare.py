@@ -4,12 +4,11 @@ routing stage and reported, and changing the setting reruns routing (and TRACE's
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
+from tests.compare.bench import preset
 from tests.extras import need, need_smollm2
 
 need("torch")
@@ -18,14 +17,6 @@ need("sentence_transformers")
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _preset(name: str) -> dict:
-    spec = importlib.util.spec_from_file_location("trace_vs_baselines", ROOT / "benchmarks" / "trace_vs_baselines.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return dict(mod.PRESETS[name])
 
 
 def test_router_outcomes_end_to_end_and_a_changed_n_reruns_routing_only(tmp_path):
@@ -36,9 +27,9 @@ def test_router_outcomes_end_to_end_and_a_changed_n_reruns_routing_only(tmp_path
     from trace_gym.route.index import RouterIndex
 
     need_smollm2()  # the tiny model borrows SmolLM2's tokenizer
-    preset = _preset("smoke-toolsandbox")
-    assert "router_outcomes" not in preset and "router_outcomes" not in _preset("cpu-toolsandbox")  # off until measured
-    fields = {**preset, "out": str(tmp_path / "run"), "methods": ["base", "trace"], "router_outcomes": 1}
+    smoke = preset("smoke-toolsandbox")
+    assert "router_outcomes" not in smoke and "router_outcomes" not in preset("cpu-toolsandbox")  # off until measured
+    fields = {**smoke, "out": str(tmp_path / "run"), "methods": ["base", "trace"], "router_outcomes": 1}
     cfg = CompareConfig(**fields).validate()
     doc = run_compare(cfg, log=lambda m: None)
     run = tmp_path / "run"

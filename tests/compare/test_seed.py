@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from tests.compare.bench import preset
 from trace_gym.compare.pipeline import CompareConfig, base_jobs, trace_plan
 from trace_gym.compare.resume import check_config
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _draws(cfg: CompareConfig, tmp_path: Path) -> dict:
@@ -56,11 +54,8 @@ def test_the_seed_flag_of_the_benchmark_and_the_cli():
                               "--methods", "base,trace,joint,oracle"])
     cfg = cli.build_config(args)
     assert (cfg.seed, cfg.evaluation_seed, cfg.cap_rehearse_base, cfg.methods) == (3, 1003, True, ["base", "trace", "joint", "oracle"])
-    spec = importlib.util.spec_from_file_location("trace_vs_baselines", ROOT / "benchmarks" / "trace_vs_baselines.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    preset = CompareConfig(**mod.PRESETS["cpu-toolsandbox"]).validate()
-    assert preset.cap_rehearse_base and {"joint", "oracle"} <= set(preset.methods)
+    cpu = CompareConfig(**preset("cpu-toolsandbox")).validate()
+    assert cpu.cap_rehearse_base and {"joint", "oracle"} <= set(cpu.methods)
 
 
 @pytest.mark.model
@@ -75,10 +70,7 @@ def test_the_same_seed_plays_the_same_episodes_and_another_seed_others(tmp_path)
     from trace_gym.compare.pipeline import run_compare
     from trace_gym.rollout import TrajectoryStore
 
-    spec = importlib.util.spec_from_file_location("trace_vs_baselines", ROOT / "benchmarks" / "trace_vs_baselines.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    fields = {**mod.PRESETS["smoke-toolsandbox"], "methods": ["base"], "n_test_tasks": 2}
+    fields = {**preset("smoke-toolsandbox"), "methods": ["base"], "n_test_tasks": 2}
 
     def episodes(seed: int, out: str) -> list:
         doc = run_compare(CompareConfig(**{**fields, "seed": seed, "out": str(tmp_path / out)}).validate(), log=lambda m: None)

@@ -5,11 +5,9 @@ count) beside the refusal floor, and the report carries the budget ledger."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
+from tests.compare.bench import preset
 from tests.extras import need, need_smollm2
 
 need("torch")
@@ -18,14 +16,6 @@ need("gepa")
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _preset(name: str) -> dict:
-    spec = importlib.util.spec_from_file_location("trace_vs_baselines", ROOT / "benchmarks" / "trace_vs_baselines.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return dict(mod.PRESETS[name])
 
 
 
@@ -34,9 +24,9 @@ def test_tiny_compare_on_toolsandbox(tmp_path):
     from trace_gym.core.tasks import task_groups, task_source_for
 
     need_smollm2()  # the tiny model borrows SmolLM2's tokenizer
-    fields = _preset("smoke-toolsandbox")
+    fields = preset("smoke-toolsandbox")
     assert fields["target"] == "trace/toolsandbox-v0"
-    assert _preset("cpu-toolsandbox")["target"] == "trace/toolsandbox-v0"
+    assert preset("cpu-toolsandbox")["target"] == "trace/toolsandbox-v0"
     cfg = CompareConfig(**{**fields, "out": str(tmp_path / "run")}).validate()
     doc = run_compare(cfg, log=lambda m: None)
 
