@@ -51,6 +51,7 @@ from ..pipeline import (
     Target,
     TracePlan,
     evaluate_policy,
+    kept_rollouts,
     plan_train_steps,
     run_trace,
     train_adapter,
@@ -110,14 +111,15 @@ def _grpo(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any]) -> dic
     if not cfg.can_train:
         return {"skipped": f"model {cfg.model!r} cannot be trained here (a server, a script or a given policy)", "rollouts": 0}
     budget = RolloutBudget(B, root / "grpo" / "budget.json")
-    budget.start_stage("train", 0)  # an interrupted training starts over
-    steps = plan_train_steps(budget.remaining, cfg.train_settings, cfg.max_train_steps)
+    out = root / "grpo" / "adapters" / "grpo-target"
+    budget.start_stage("train", kept_rollouts(out))  # an interrupted training continues from its newest checkpoint
+    steps = plan_train_steps(budget.remaining + budget.stage_used("train"), cfg.train_settings, cfg.max_train_steps)
     if steps < 1:
         return {"skipped": f"budget {B} is below one optimizer step ({worst_rollouts_per_step(cfg.train_settings)} rollouts)",
                 "rollouts": 0, "budget": budget.to_dict()}
     factory = M.target_factory(cfg.target, cfg.env_kwargs, budget, "train", train_tasks)
     entry = train_adapter(model=cfg.weights_spec, seed=cfg.seed, env_factory=factory, env_id=cfg.target,
-                          out=root / "grpo" / "adapters" / "grpo-target", steps=steps, train=cfg.train_settings, run_name="grpo-target")
+                          out=out, steps=steps, train=cfg.train_settings, run_name="grpo-target")
     return {"adapter": entry["path"], "manifest": str(root / "grpo" / "adapters" / "manifest.json"), "steps": steps,
             "rollouts": budget.used, "trainer_rollouts": entry.get("rollouts_used"), "budget": budget.to_dict(),
             "reward_curve": entry.get("reward_curve"), "train_wall_s": entry.get("seconds")}

@@ -26,13 +26,28 @@ from .target import Target
 
 __all__ = [
     "Rehearsal", "base_successes", "TrainedAdapter", "Training", "train_capability", "train_adapter", "adapter_train_config",
-    "adapter_demonstrations", "plan_train_steps", "worst_rollouts_per_step",
+    "adapter_demonstrations", "plan_train_steps", "worst_rollouts_per_step", "kept_rollouts", "STAGE_SAVE_STEPS",
     "Routing", "build_router", "held_out_routing",
     "evaluate_policy", "ForfeitOnError", "FORFEIT", "Evaluation", "evaluate_policies",
 ]
 
 
 # ----------------------------------------------------------------------------- 5. training
+STAGE_SAVE_STEPS = 4  # a training stage checkpoints every this many optimizer steps (times num_iterations), so it resumes
+
+
+def kept_rollouts(out: str | Path) -> int:
+    """Rollouts an interrupted training of the adapter at ``out`` keeps when it resumes: those its newest GRPO
+    checkpoint had played (0 without one).  A warm start's demonstrations are played, and charged, again."""
+    from ..train.trainer import ROLLOUT_STATE, latest_checkpoint
+
+    ckpt = latest_checkpoint(Path(out) / "checkpoints")
+    state = ckpt / ROLLOUT_STATE if ckpt is not None else None
+    if state is None or not state.is_file():
+        return 0
+    return int(json.loads(state.read_text(encoding="utf-8")).get("stats", {}).get("rollouts", 0))
+
+
 def worst_rollouts_per_step(train: dict[str, Any]) -> int:
     """The most episodes one optimizer step can play (every group resampled the maximum number of times)."""
     from ..train.config import TrainConfig
@@ -101,16 +116,21 @@ def train_adapter(*, model: str, seed: int, env_factory: Callable[[], Any], env_
     one rollout per demonstration), with the ``sft_*`` settings of ``train``; with ``steps`` 0 the
     warm start alone is the adapter.  The entry then records ``demonstrations``.  ``rehearsal`` adds
     its demonstrations (see :class:`Rehearsal`) to that warm start; the entry records ``rehearsed``.
+
+    Both trainings checkpoint every :data:`STAGE_SAVE_STEPS` steps (unless ``train`` sets ``save_steps``) and
+    continue from the newest checkpoint under ``out`` when called again after an interruption (the settings
+    must be the same); the caller's ledger keeps :func:`kept_rollouts` of the earlier attempt.
     """
     import time
 
     from ..train import train as run_train
+    from ..train.trainer import latest_checkpoint
 
     cfg = adapter_train_config(model=model, seed=seed, env_id=env_id, out=out, steps=steps, train=train, run_name=run_name)
     if warm_demos <= 0:
         if steps < 1:
             raise ValueError("train_adapter needs steps >= 1 or warm demonstrations")
-        res = run_train(cfg, env_factory=env_factory)
+        res = run_train(cfg, env_factory=env_factory, resume=latest_checkpoint(out / "checkpoints") is not None)
         entry, seconds = dict(res.manifest_entry), res.seconds
     else:
         from ..progress import track
@@ -128,11 +148,12 @@ def train_adapter(*, model: str, seed: int, env_factory: Callable[[], Any], env_
         bar.update(0, note="loading the model, loss before")
         try:
             if steps >= 1:
-                res = train_with_warm_start(cfg, demos=demos, env_factory=env_factory,
+                res = train_with_warm_start(cfg, demos=demos, env_factory=env_factory, resume=True,
                                             sft_callbacks=[progress_callback(bar)])
                 entry = dict(res.manifest_entry)
             else:  # the warm start is the adapter (its manifest entry has kind "sft")
-                warm_start(cfg, out=out, demos=demos, manifest=True, callbacks=[progress_callback(bar)])
+                warm_start(cfg, out=out, demos=demos, manifest=True, callbacks=[progress_callback(bar)],
+                           resume=latest_checkpoint(out / "checkpoints") is not None)
                 entry = next(a for a in read_manifest(out.parent / MANIFEST_NAME)["adapters"] if a.get("path") == str(out))
         except BaseException:
             bar.close(aborted=True)
@@ -156,7 +177,8 @@ def adapter_train_config(*, model: str, seed: int, env_id: str, out: Path, steps
 
     fields = {k: v for k, v in train.items() if k in TrainConfig.field_names()}
     fields.update(env_id=env_id, model=model[3:] if model.startswith("hf:") else model, out=str(out), max_steps=max(steps, 1),
-                  seed=seed, save_steps=0, run_name=run_name)
+                  seed=seed, run_name=run_name)
+    fields.setdefault("save_steps", STAGE_SAVE_STEPS * int(fields.get("num_iterations", 1)))
     fields.setdefault("progress", active() is not None)  # a progress line when the caller shows progress
     fields.setdefault("num_train_seeds", max(64, steps * fields.get("seeds_per_step", 1)))
     return TrainConfig(**fields)
@@ -222,7 +244,7 @@ def train_capability(env: dict[str, Any], name: str, adapters_dir: str | Path, *
         entry = None
     if budget is not None:
         budget.start_stage(stage, int(entry.get("rollouts_used") or 0) + int(entry.get("demonstrations") or 0)
-                           if entry is not None else 0)
+                           if entry is not None else kept_rollouts(out))  # an interrupted one resumes
     if entry is None:
         if steps < 1 and warm_demos < 1:
             return TrainedAdapter(name, env["capability"], env["env_id"], skipped="the rollouts left are below one optimizer step")
