@@ -56,6 +56,9 @@ def test_demo_toolsandbox_tiny_end_to_end_and_resume(toolsandbox_data, private_d
     # 4.–5. an adapter and a router
     [adapter] = stages["training"]["found"]["adapters"]
     assert (out / "adapters" / adapter["name"] / "adapter_model.safetensors").exists()
+    # its SFT also rehearsed the base model's own successful train episodes
+    [entry] = json.loads((out / "adapters" / "manifest.json").read_text())["adapters"]
+    assert cfg.cap_rehearse_base and entry["rehearsed_base"] == passed
     assert (out / "adapters" / "router_index.json").exists()
     # 6. held-out scenarios only, graded per category with intervals, the refusal floor beside them
     ev = stages["evaluation"]["found"]

@@ -27,9 +27,12 @@ def test_toolsandbox_target_runs_without_a_scripted_agent():
     for c in (real, fast, tiny):
         assert c.target == "trace/toolsandbox-v0" and not c.scripted and c.success == TOOLSANDBOX_SUCCESS
         assert c.band == (0.2, 0.6) and c.tune_rounds >= 1 and c.min_capabilities == 1
-    assert fast.base_tasks < real.base_tasks and fast.train_steps <= real.train_steps and fast.eval_tasks < real.eval_tasks
+    assert fast.base_tasks < real.base_tasks and fast.train_steps <= real.train_steps and 0 < fast.eval_tasks
     assert tiny.max_new_tokens < real.max_new_tokens and tiny.train_steps >= 1  # the tiny run still plumbs GRPO
-    assert real.eval_tasks >= 8  # several categories
+    # the held-out evaluation plays every scenario of the other fold (enough for a paired interval to exclude 0)
+    assert real.eval_tasks == 0
+    # the adapter rehearses the base model's own successes (it keeps refusing and ending where base did)
+    assert real.cap_rehearse_base and DemoConfig().cap_rehearse_base is False
     # each adapter learns from its own env's reference episodes (what made SmolLM2 solve a capability env and move
     # ToolSandbox's scenarios), some of them recovered mistakes; SFT only on CPU (GRPO after it lowered the score);
     # the adapter is also measured on held-out seeds of its own env; the tau2 demo has no such warm start

@@ -108,7 +108,7 @@ def run_demo(cfg: DemoConfig, console: Console | None = None) -> dict[str, Any]:
         if (ctx.adapters_dir / "router_index.json").exists():
             policies["routed"] = lambda: ctx.load("routed")
         target = ctx.eval_target
-        tasks = spread(target, "test", cfg.eval_tasks)  # held-out tasks, in turn from each report group
+        tasks = spread(target, "test", cfg.eval_tasks or len(target.task_ids("test")))  # in turn from each report group
         evaluation = store.run("evaluation", lambda: evaluate_policies(
             target, policies, tasks, cfg.eval_trials, cfg.out / "eval", base_seed=cfg.seed,
             batch_size=cfg.batch_size, on_report=lambda doc: console.print(report_table(doc))),

@@ -207,7 +207,8 @@ def demo_plan(ctx: Context) -> tuple[TracePlan, dict[str, Any]]:
         max_envs=cfg.max_adapters, cap_env_kwargs={"max_steps": cfg.cap_max_steps}, band=cfg.band, tune_rounds=cfg.tune_rounds,
         tune_episodes=cfg.tune_episodes,
         calib_seeds=cfg.calib_seeds, calib_samples=cfg.calib_samples, reference_seeds=max(4, cfg.calib_seeds),
-        train=train, train_steps=cfg.train_steps, warm_demos=cfg.cap_warm_demos, routing_seeds=cfg.router_seeds,
+        train=train, train_steps=cfg.train_steps, warm_demos=cfg.cap_warm_demos, rehearse_base=cfg.cap_rehearse_base,
+        routing_seeds=cfg.router_seeds,
         router_rule=cfg.router_rule, rollouts_path=ctx.out / "rollouts" / "trajectories.jsonl", specs_dir=ctx.out / "envs")
     return plan, {"tasks": [str(t["id"]) for t in tasks], "model_tasks": base_ids}
 
