@@ -47,6 +47,22 @@ def test_a_stored_episode_becomes_a_demonstration(tmp_path):
     assert 1 <= len(wins) < len(trajs)
     assert [d.messages for d in base_successes(rollouts, 0.7)] == [episode_demonstration(x)[0].messages for x in wins]
     assert base_successes(rollouts, 0.7, {"someone-else"}) == []
+    # only episodes that stop are rehearsed: not one cut off at the step limit, nor one that repeats a call it made
+    from trace_gym.pipeline.stages import Rollouts
+    from trace_gym.rollout import TrajectoryStore
+    from trace_gym.train.demos import repeated_call
+
+    call = {"role": "assistant", "content": None,
+            "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "get_wifi_status", "arguments": "{}"}}]}
+    again = {**call, "tool_calls": [{**call["tool_calls"][0], "id": "c1"}]}
+    loops = dataclasses.replace(wins[0], messages=[*wins[0].messages[:2], call, {"role": "tool", "content": "True"},
+                                                   again, {"role": "tool", "content": "True"}, *wins[0].messages[2:]])
+    assert repeated_call(loops.messages) == "get_wifi_status({})" and repeated_call(wins[0].messages) is None
+    store = TrajectoryStore(tmp_path / "mixed.jsonl")
+    for x in (dataclasses.replace(wins[0], truncated=True, terminated=False), loops, *wins[1:]):
+        store.append(x)
+    kept = base_successes(Rollouts(str(store.path)), 0.7)
+    assert [d.messages for d in kept] == [episode_demonstration(x)[0].messages for x in wins[1:]]
     # a rejected first action: its turn stays as context, untrained
     bad = dataclasses.replace(t, action_errors=[0])
     assert episode_demonstration(bad)[0].untrained == (next(i for i, m in enumerate(t.messages) if m["role"] == "assistant"),)

@@ -93,16 +93,20 @@ class Rehearsal:
 def base_successes(rollouts: Rollouts, threshold: float, policy_ids: set[str] | None = None) -> list[Any]:
     """The successful episodes (reward at or above ``threshold``: the target's success, as the analysis counts
     it) of the rollouts' store as demonstrations (:func:`~trace_gym.train.demos.episode_demonstration`);
-    ``policy_ids`` keeps only those policies' episodes (e.g. the base model's).  An episode that cannot be
-    turned into one is left out."""
-    from ..train.demos import episode_demonstration
+    ``policy_ids`` keeps only those policies' episodes (e.g. the base model's).  Only episodes that stop are
+    rehearsed: one cut off at the step limit, or one that repeats a tool call it already made
+    (:func:`~trace_gym.train.demos.repeated_call`), is left out, as is one that cannot be turned into one."""
+    from ..train.demos import episode_demonstration, repeated_call
 
     out = []
     for t in rollouts.trajectories():
-        if (policy_ids is None or t.policy_id in policy_ids) and is_success(t.reward, threshold):
-            demo, _ = episode_demonstration(t)
-            if demo is not None:
-                out.append(demo)
+        if (policy_ids is not None and t.policy_id not in policy_ids) or not is_success(t.reward, threshold):
+            continue
+        if t.truncated or repeated_call(t.messages):
+            continue
+        demo, _ = episode_demonstration(t)
+        if demo is not None:
+            out.append(demo)
     return out
 
 

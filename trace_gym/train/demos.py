@@ -34,7 +34,7 @@ from typing import Any
 from .chat import ChatRenderer
 
 __all__ = ["Demonstration", "DemoReport", "NoReferenceError", "build_demonstrations", "reference_episode",
-           "episode_demonstration", "tokenize_demonstration", "TRAIN_SPLIT"]
+           "episode_demonstration", "repeated_call", "tokenize_demonstration", "TRAIN_SPLIT"]
 
 TRAIN_SPLIT = "train"
 
@@ -150,6 +150,30 @@ def episode_demonstration(trajectory: Any) -> tuple[Demonstration | None, str]:
     task = ",".join(str(v) for v in (trajectory.options or {}).values()) or f"seed-{trajectory.seed}"
     return Demonstration(trajectory.env_id, task, int(trajectory.seed), messages, list(trajectory.tools or []),
                          float(trajectory.reward), untrained), ""
+
+
+def repeated_call(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The first tool call an assistant turn of ``messages`` makes again with the same name and arguments, as
+    ``name(arguments)``, or ``None``.  An episode that repeats a call teaches calling again instead of answering."""
+    import json
+
+    seen: set[tuple[str, str]] = set()
+    for m in messages:
+        if m.get("role") != "assistant":
+            continue
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function", call) if isinstance(call, Mapping) else {}
+            args = fn.get("arguments", {})
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except ValueError:
+                    pass
+            key = (str(fn.get("name")), json.dumps(args, sort_keys=True, default=str))
+            if key in seen:
+                return f"{key[0]}({key[1]})"
+            seen.add(key)
+    return None
 
 
 def _reset_options(env: Any, task_id: str) -> dict[str, Any]:
