@@ -92,3 +92,36 @@ def test_pooling_is_the_paired_difference_of_the_joined_tasks(pairs, cut):
     assert got == want
     assert np.isclose(got["value"], np.mean(np.array(trace) - np.array(base)))
 
+
+
+def test_trace_is_set_against_each_baseline_on_the_same_tasks(tmp_path):
+    """pooled.md carries TRACE − GRPO and TRACE − GEPA (paired, per group and overall) when they were evaluated."""
+    from trace_gym.compare.pool import versus_table
+
+    tasks = ["t1", "t2", "u1", "u2"]
+    groups = {"t1": ["answerable"], "t2": ["insufficient_information"], "u1": ["answerable"], "u2": ["answerable"]}
+    scores = {"base": [0.0, 1.0, 0.0, 0.2], "grpo": [0.1, 1.0, 0.0, 0.2], "gepa": [0.0, 0.5, 0.4, 0.2],
+              "trace": [0.5, 1.0, 0.3, 0.0]}
+
+    def doc(part):
+        return {"target": "trace/toolsandbox-v0", "budget": 168, "seeds": {"eval_seed": 1000, "trials": 1},
+                "methods": {m: {"eval": {"rewards": {t: [scores[m][tasks.index(t)]] for t in part},
+                                         "ended": {t: [True] for t in part}, "task_groups": {t: groups[t] for t in part}}}
+                            for m in scores}}
+
+    for i, part in enumerate((tasks[:2], tasks[2:])):
+        (tmp_path / f"r{i}").mkdir()
+        (tmp_path / f"r{i}" / "compare.json").write_text(json.dumps(doc(part)))
+    md = write_pooled([tmp_path / "r0", tmp_path / "r1"], tmp_path / "pooled")["markdown"]
+    pooled = json.loads((tmp_path / "pooled" / "pooled.json").read_text())
+    rows = versus_table(pooled["methods"], seed=1000)
+    assert rows[0] == ["group", "TRACE (routed) − GRPO on target", "TRACE (routed) − GEPA"]
+    for col, other in ((1, "grpo"), (2, "gepa")):
+        want = paired_difference(pooled["methods"][other]["rewards"], pooled["methods"]["trace"]["rewards"], seed=1000)
+        assert rows[-1][0] == "overall" and rows[-1][col].startswith(f"{want['value']:+.3f} [{want['low']:+.2f}, ")
+        ans = paired_difference(pooled["methods"][other]["rewards"], pooled["methods"]["trace"]["rewards"],
+                                ["t1", "u1", "u2"], seed=1000)
+        assert rows[1][0] == "answerable" and rows[1][col].endswith(f"{ans['wins']}/{ans['losses']}/{ans['ties']}")
+    assert "TRACE against each baseline" in md and "| overall | " + rows[-1][1] in md
+    assert versus_table({"base": pooled["methods"]["base"], "trace": pooled["methods"]["trace"]}) == []
+    assert versus_table({"base": pooled["methods"]["base"]}) == []

@@ -22,7 +22,9 @@ from typing import Any
 from ..io import atomic_write_json, atomic_write_text
 from .report import LABELS, oracle_text
 
-__all__ = ["load_runs", "pool_runs", "pooled_markdown", "write_pooled"]
+__all__ = ["load_runs", "pool_runs", "pooled_markdown", "versus_table", "write_pooled", "BASELINES"]
+
+BASELINES = ("grpo", "gepa")  # the methods TRACE is measured against (besides the base model)
 
 _JOINED = ("rewards", "ended", "task_groups")
 # configuration fields a run and its swap may differ in: where they learn and are scored, and where they write
@@ -130,7 +132,32 @@ def pooled_markdown(pooled: dict[str, Any], *, seed: int = 0, sources: Sequence[
         out += ["Paired differences against the first method on the same tasks: mean reward difference "
                 "[95% paired bootstrap CI] tasks better/worse/equal.", ""]
         out += table(paired) + [""]
+    versus = versus_table(pooled["methods"], seed=seed)
+    if versus:
+        out += ["TRACE against each baseline on the same tasks: mean reward difference [95% paired bootstrap CI] "
+                "tasks better/worse/equal.", ""]
+        out += table(versus) + [""]
     return "\n".join(out) + oracle_text(pooled["methods"])
+
+
+def versus_table(methods: dict[str, Any], *, method: str = "trace", against: Sequence[str] = BASELINES,
+                 seed: int = 0) -> list[list[str]]:
+    """Rows (header first) of ``method`` minus each method of ``against`` that was evaluated beside it, per group
+    and overall (:func:`~trace_gym.eval.scores.paired_table`'s cells); empty when there is none to compare."""
+    from ..eval.scores import paired_scores, paired_table
+
+    if method not in methods:
+        return []
+    cols = {}
+    for other in against:
+        if other in methods:
+            [diff] = paired_scores([methods[other], methods[method]], seed=seed).values()
+            cols[LABELS.get(other, other)] = diff
+    if not cols:
+        return []
+    rows = paired_table(cols)
+    rows[0] = [rows[0][0], *[f"{LABELS.get(method, method)} − {name}" for name in cols]]
+    return rows
 
 
 def write_pooled(dirs: Sequence[str | Path], out: str | Path, *, seed: int | None = None) -> dict[str, Any]:
