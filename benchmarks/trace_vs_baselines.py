@@ -159,6 +159,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--router-outcomes", type=int, default=None, metavar="N",
                     help="TRACE's routing also learns from outcomes: each adapter plays the first N base-rollout "
                          "scenarios (charged), the best scoring source labels each (a stored run reruns from routing on)")
+    ap.add_argument("--rehearse-peers", action=argparse.BooleanOptionalAction, default=None,
+                    help="each TRACE adapter's SFT also rehearses the other adapters' demonstrations, for "
+                         "sft_max_steps × the envs it learns from (a stored run reruns from training on)")
     ap.add_argument("--swap", action="store_true",
                     help="learn on the target's test split and evaluate on its train split (ToolSandbox: fold_b, fold_a)")
     ap.add_argument("--pool", nargs="+", default=None, metavar="DIR",
@@ -180,6 +183,8 @@ def config_of(args: argparse.Namespace) -> Any:
         fields["router_rule"] = args.router_rule
     if args.router_outcomes is not None:
         fields["router_outcomes"] = args.router_outcomes
+    if args.rehearse_peers is not None:
+        fields["cap_rehearse_peers"] = args.rehearse_peers
     if args.methods:
         fields["methods"] = args.methods.split(",")
     if args.swap:

@@ -98,3 +98,17 @@ def test_router_outcomes_on_both_front_ends():
     assert mod.config_of(mod.parse_args(["--preset", "cpu-toolsandbox"])).router_outcomes == 0  # off until measured
     with pytest.raises(ValueError, match="budget 8 is too small .* router_outcomes"):
         mod.config_of(mod.parse_args(["--preset", "smoke-toolsandbox", "--router-outcomes", "2"]))
+
+
+def test_rehearse_peers_on_both_front_ends():
+    """``trace-gym compare --set cap_rehearse_peers=true`` and ``trace_vs_baselines.py --rehearse-peers`` set it."""
+    from tests.compare.bench import benchmark_script
+
+    cfg = cli.build_config(_parse(["--model", "tiny", "--budget", "64", "--set", "cap_warm_demos=2",
+                                   "--set", "cap_rehearse_peers=true"]))
+    assert cfg.cap_rehearse_peers is True and cfg.to_dict()["cap_rehearse_peers"] is True
+    mod = benchmark_script()
+    on = mod.config_of(mod.parse_args(["--preset", "cpu-toolsandbox", "--rehearse-peers"]))
+    assert on.cap_rehearse_peers is True
+    assert mod.config_of(mod.parse_args(["--preset", "cpu-toolsandbox"])).cap_rehearse_peers is False  # off until measured
+    assert mod.config_of(mod.parse_args(["--preset", "cpu-toolsandbox", "--no-rehearse-peers"])).cap_rehearse_peers is False

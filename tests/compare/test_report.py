@@ -24,4 +24,10 @@ def test_the_ledger_says_what_the_adapters_rehearsed_without_charging_it():
            "details": {"trace": {"budget": {"by_stage": {"train:a": 60, "train:b": 60}}, "adapters": adapters}}}
     md = ledger_markdown(doc)
     assert "| TRACE" in md and "| 120 | 168 |" in md
-    assert "48 of them reference episodes" in md and "rehearsed 36 episodes of the shared warm start (not charged" in md
+    assert "48 of them reference episodes" in md and "rehearsed 36 episodes (not charged again): 36 of the shared warm start" in md
+    # with the base model's successes and the other adapters' demonstrations among them, each kind is counted
+    for a in adapters:
+        a.update(rehearsed=18 + 5 + 24, rehearsed_base=5, rehearsed_peers=24)
+    md = ledger_markdown(doc)
+    assert ("rehearsed 94 episodes (not charged again): 10 of them the base model's own successful train episodes, "
+            "48 the other adapters' demonstrations (charged in their stages), 36 of the shared warm start") in md

@@ -119,9 +119,19 @@ def test_a_routing_change_keeps_the_forced_evaluations_and_the_joint_adapter(tmp
     assert {"eval_adapter:cap-0-x", "joint", "eval_joint"} <= set(_left(root))
 
 
+def test_rehearsing_the_peers_reruns_training(tmp_path):
+    root = _run(tmp_path, cap_warm_demos=4)
+    moved = check_config(CompareConfig(cap_warm_demos=4, cap_rehearse_peers=True), root, log=lambda m: None)
+    assert moved[:2] == ["trace_training", "trace_routing"] and "trace_calibration" in _left(root)
+
+
 def test_the_new_settings_are_checked():
     with pytest.raises(ValueError, match="cap_rehearse_base .* set cap_warm_demos"):
         CompareConfig(cap_rehearse_base=True).validate()
+    with pytest.raises(ValueError, match="cap_rehearse_peers .* set cap_warm_demos"):
+        CompareConfig(cap_rehearse_peers=True).validate()
+    with pytest.raises(ValueError, match="cap_rehearse_peers must be true or false"):
+        CompareConfig(cap_rehearse_peers=1, cap_warm_demos=1).validate()
     with pytest.raises(ValueError, match="cap_rehearse_base must be true or false"):
         CompareConfig(cap_rehearse_base="yes", cap_warm_demos=1).validate()
     with pytest.raises(ValueError, match="'joint' SFTs one adapter .* set cap_warm_demos"):

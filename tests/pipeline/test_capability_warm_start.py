@@ -134,3 +134,37 @@ def test_the_warm_start_rehearsal_and_the_base_models_episodes_compose(toolsandb
     assert (a.demonstrations, a.rehearsed, a.rehearsed_base, a.rollouts, budget.used) == (2, 2, 1, 2, 2)
     record = json.loads((Path(a.path) / "warm_start.json").read_text())
     assert record["demonstrations"] == 4 and set(record["per_env"]) == {ENV["env_id"], other, "trace/toolsandbox-v0"}
+
+
+def test_each_adapter_rehearses_the_other_adapters_demonstrations_charged_once(toolsandbox_data, tmp_path):
+    """``TracePlan.rehearse_peers``: each adapter's SFT also trains on the demonstrations the other adapter learns
+    from (the same reference episodes of its env), for as many passes as over its own (sft_max_steps × 2 envs);
+    each env's demonstrations are charged once, to its own adapter's stage."""
+    from trace_gym.pipeline import Target, TracePlan
+    from trace_gym.pipeline.learn import adapter_demonstrations, adapter_train_config
+    from trace_gym.pipeline.loop import _train_all
+    from trace_gym.pipeline.stages import Calibration, capability_factory
+
+    other = {"capability": "ts-multiple-tool-call", "env_id": "trace/cap-ts-multiple-tool-call-v0",
+             "spec": str(ROOT / "envs" / "cap-ts-multiple-tool-call.yaml")}
+    envs = [{**ENV, "train": True}, {**other, "train": True}]
+    budget = RolloutBudget(40, tmp_path / "budget.json")
+    plan = TracePlan(target=Target("trace/toolsandbox-v0", {"max_steps": 4}), root=tmp_path, model="tiny",
+                     base_policy=lambda: None, jobs=[], train={**TRAIN, "sft_max_steps": 1}, train_steps=0, warm_demos=2,
+                     rehearse_peers=True, cap_env_kwargs={"max_steps": 4}, routing_seeds=0, budget=budget,
+                     name_adapter=lambda i, cap: f"cap-{i}")
+    training = _train_all(plan, Calibration(envs), None)
+    assert [a.rehearsed_peers for a in training.adapters] == [2, 2] and not training.skipped
+    for a, e, peer in zip(training.adapters, envs, reversed(envs), strict=True):
+        assert a.demonstrations == 2 and a.rehearsed == 2 and budget.stage_used(f"train:{e['capability']}") == 2
+        record = json.loads((Path(a.path) / "warm_start.json").read_text())
+        assert record["steps"] == 2 and record["demonstrations"] == 4
+        assert record["per_env"] == {e["env_id"]: 2, peer["env_id"]: 2}
+        # what it rehearsed of its peer is what the peer's own SFT drew
+        cfg = adapter_train_config(model="tiny", seed=0, env_id=peer["env_id"], out=tmp_path / "x", steps=0,
+                                   train=plan.train, run_name="x")
+        drawn = adapter_demonstrations(cfg, capability_factory(peer["spec"], {"max_steps": 4}, None, "x"), 2).demos
+        assert [f"{d.env_id}#{d.task_id}" for d in drawn] == [t for t in record["tasks"] if t.startswith(peer["env_id"])]
+    assert budget.used == 4
+    entry = json.loads((tmp_path / "adapters" / "manifest.json").read_text())["adapters"][0]
+    assert entry["rehearsed_peers"] == 2

@@ -83,6 +83,10 @@ class CompareConfig:
     # included), so that it keeps what the base model does well; not charged again (already played and charged).
     # Needs cap_warm_demos (the SFT they join).
     cap_rehearse_base: bool = False
+    # TRACE only: each adapter's SFT also rehearses the other adapters' demonstrations (the reference episodes of
+    # their envs, charged in their own stages), for sft_max_steps × the envs it then learns from, so that a
+    # conversation routed to it from another capability is still handled.  Needs cap_warm_demos.
+    cap_rehearse_peers: bool = False
     router_rule: str = "vote"  # retrieval routing rule: "vote", "gate" or "cover" (see RetrievalRouter)
     # TRACE only: routing learned from outcomes.  N > 0: the routing stage also plays each trained adapter on the
     # first N train tasks of TRACE's base rollouts (charged to TRACE's budget, N × adapters rollouts) and adds one
@@ -140,6 +144,11 @@ class CompareConfig:
             raise ValueError(f"cap_rehearse_base must be true or false, got {self.cap_rehearse_base!r}")
         if self.cap_rehearse_base and not self.cap_warm_demos:
             raise ValueError("cap_rehearse_base adds the base model's successful episodes to each adapter's SFT: set "
+                             "cap_warm_demos too (the adapters have no SFT without it)")
+        if not isinstance(self.cap_rehearse_peers, bool):
+            raise ValueError(f"cap_rehearse_peers must be true or false, got {self.cap_rehearse_peers!r}")
+        if self.cap_rehearse_peers and not self.cap_warm_demos:
+            raise ValueError("cap_rehearse_peers adds the other adapters' demonstrations to each adapter's SFT: set "
                              "cap_warm_demos too (the adapters have no SFT without it)")
         if self.trace_grpo_steps is not None and self.trace_grpo_steps < 0:
             raise ValueError(f"trace_grpo_steps must be >= 0 (0: SFT-only adapters), got {self.trace_grpo_steps}")

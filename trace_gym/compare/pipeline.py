@@ -179,7 +179,7 @@ def trace_plan(cfg: CompareConfig, budget: RolloutBudget, root: Path, tasks: lis
         band=tuple(cfg.band) if cfg.band else None, tune_rounds=cfg.tune_rounds,
         train=cfg.train_settings, max_train_steps=cfg.max_train_steps if cfg.trace_grpo_steps is None else cfg.trace_grpo_steps,
         warm_demos=cfg.cap_warm_demos, rehearsal=_rehearsal(cfg), rehearse_base=cfg.cap_rehearse_base,
-        name_adapter=lambda i, cap: f"cap-{i}-{cap}",
+        rehearse_peers=cfg.cap_rehearse_peers, name_adapter=lambda i, cap: f"cap-{i}-{cap}",
         routing_seeds=cfg.routing_seeds, router_rule=cfg.router_rule, embedder=cfg.embedder, budget=budget,
         router_outcomes=cfg.router_outcomes,
         adapter_policy=lambda name: M.adapter_policy(cfg.acting_spec, root / "trace" / "adapters" / "manifest.json", name,

@@ -201,10 +201,12 @@ def ledger_markdown(doc: dict[str, Any]) -> str:
             stages += f" ({demos} of them reference episodes of the capability envs, for the adapters' SFT warm start)"
         rehearsed = sum(int(a.get("rehearsed") or 0) for a in details.get("adapters") or [])
         own = sum(int(a.get("rehearsed_base") or 0) for a in details.get("adapters") or [])
+        peers = sum(int(a.get("rehearsed_peers") or 0) for a in details.get("adapters") or [])
         if rehearsed:
-            stages += (f"; the adapters also rehearsed {rehearsed} episodes (not charged again), {own} of them the base "
-                       "model's own successful train episodes" if own else
-                       f"; the adapters also rehearsed {rehearsed} episodes of the shared warm start (not charged again)")
+            kinds = [f"{own} of them the base model's own successful train episodes"] if own else []
+            kinds += [f"{peers} the other adapters' demonstrations (charged in their stages)"] if peers else []
+            kinds += [f"{rehearsed - own - peers} of the shared warm start"] if rehearsed - own - peers else []
+            stages += f"; the adapters also rehearsed {rehearsed} episodes (not charged again): {', '.join(kinds)}"
         if method == "joint" and details.get("replayed") is not None:
             from .reference import joint_ledger_text
 

@@ -29,6 +29,7 @@ __all__ = ["FREE_KEYS", "RERUN_FROM", "check_config"]
 
 FREE_KEYS = {"out", "methods", "survey_domains", "survey_tasks", "batch_size"}  # may change between resumes
 RERUN_FROM = {"cap_knobs": "calibration", "cap_rehearsal": "training", "cap_rehearse_base": "training",
+              "cap_rehearse_peers": "training",
               "router_rule": "routing", "router_outcomes": "routing", "embedder": "routing"}
 
 

@@ -65,29 +65,34 @@ def plan_train_steps(rollouts: int, train: dict[str, Any], max_steps: int | None
 
 @dataclass(frozen=True)
 class Rehearsal:
-    """Demonstrations an adapter's supervised warm start rehearses besides its own env's, from two sources
-    that compose (either may be empty):
+    """Demonstrations an adapter's supervised warm start rehearses besides its own env's, from three sources
+    that compose (any may be empty):
 
     * the reference episodes of ``envs`` (``per_env`` train-split tasks each, drawn with ``seed``), i.e. what
       the shared format warm start was trained on, so that an adapter keeps what that start taught (e.g.
       saying that a request cannot be done when the tool it needs is not offered);
     * ``episodes``: demonstrations already made, such as the base model's own successful episodes on the
-      target's train tasks (:func:`base_successes`), so that it keeps what the base model does well.
+      target's train tasks (:func:`base_successes`), so that it keeps what the base model does well;
+    * ``peers``: the demonstrations the other adapters of the same run learn their capabilities from (see
+      ``TracePlan.rehearse_peers``), so that an adapter sent a conversation of another capability still
+      handles it.
 
-    Both were played before (by the shared warm start, by TRACE's base rollouts), so they are not charged
-    to a method's rollout budget again.
+    All were played before or are charged elsewhere (by the shared warm start, by TRACE's base rollouts, by
+    the stage of the adapter whose env they come from), so they are not charged to a method's rollout budget
+    again.
     """
 
     envs: tuple[str, ...] = ()
     per_env: int = 0
     seed: int = 0
     episodes: tuple[Any, ...] = ()
+    peers: tuple[Any, ...] = ()
 
     def demonstrations(self) -> list[Any]:
         from ..train.demos import build_demonstrations
 
         warm = build_demonstrations(list(self.envs), self.per_env, seed=self.seed).demos if self.envs and self.per_env else []
-        return [*warm, *self.episodes]
+        return [*warm, *self.episodes, *self.peers]
 
 
 def base_successes(rollouts: Rollouts, threshold: float, policy_ids: set[str] | None = None) -> list[Any]:
@@ -166,6 +171,7 @@ def train_adapter(*, model: str, seed: int, env_factory: Callable[[], Any], env_
         entry["demonstrations"] = report.played.get(env_id, len(report.demos))  # charged again on resume
         entry["rehearsed"] = len(rehearsed)
         entry["rehearsed_base"] = len(rehearsal.episodes) if rehearsal is not None else 0  # of them, the base model's
+        entry["rehearsed_peers"] = len(rehearsal.peers) if rehearsal is not None else 0  # ... and the other adapters'
         update_manifest(out.parent / MANIFEST_NAME, entry)
         seconds = time.perf_counter() - started
     entry["seconds"] = seconds
@@ -214,6 +220,7 @@ class TrainedAdapter(StageOutput):
     demonstrations: int = 0        # reference episodes of its warm start (charged in ``rollouts``)
     rehearsed: int = 0             # episodes it also rehearsed (not charged): the warm start's and the base model's
     rehearsed_base: int = 0        # of them, the base model's own successful train episodes
+    rehearsed_peers: int = 0       # ... and the other adapters' demonstrations
 
 
 @dataclass
@@ -262,7 +269,8 @@ def train_capability(env: dict[str, Any], name: str, adapters_dir: str | Path, *
     return TrainedAdapter(name, env["capability"], env["env_id"], str(entry.get("path", out)), grpo_steps,
                           used, entry.get("rollouts_used"), sum(tail) / len(tail) if tail else 0.0, curve,
                           entry.get("seconds"), demonstrations=int(entry.get("demonstrations") or 0),
-                          rehearsed=int(entry.get("rehearsed") or 0), rehearsed_base=int(entry.get("rehearsed_base") or 0))
+                          rehearsed=int(entry.get("rehearsed") or 0), rehearsed_base=int(entry.get("rehearsed_base") or 0),
+                          rehearsed_peers=int(entry.get("rehearsed_peers") or 0))
 
 
 # ----------------------------------------------------------------------------- 6. routing

@@ -29,6 +29,8 @@ from .learn import (
     Rehearsal,
     Routing,
     Training,
+    adapter_demonstrations,
+    adapter_train_config,
     base_successes,
     build_router,
     plan_train_steps,
@@ -44,6 +46,7 @@ from .stages import (
     Synthesis,
     analyze,
     calibrate_envs,
+    capability_factory,
     env_kwargs_for,
     play_rollouts,
     synthesize_envs,
@@ -93,6 +96,8 @@ class TracePlan:
     warm_demos: int = 0                          # reference episodes of its own env each adapter is first SFT'd on
     rehearsal: Rehearsal | None = None           # the shared warm start's episodes each adapter's SFT also keeps
     rehearse_base: bool = False                  # ... and the model's own successful episodes of 1. (not charged again)
+    # ... and the other adapters' demonstrations (charged in their own stages), for sft_max_steps × the envs it learns from
+    rehearse_peers: bool = False
     max_train_steps: int | None = None
     name_adapter: Callable[[int, str], str] = lambda i, cap: adapter_name(cap)
     # 6. routing
@@ -254,6 +259,7 @@ def _train_all(plan: TracePlan, calibration: Calibration, rehearsal: Rehearsal |
     if budget is not None:
         kept = sum(budget.stage_used(f"train:{e['capability']}") for e in todo)  # a resumed stage's earlier adapters
         share = (budget.remaining + kept - len(todo) * routing_share(plan)) // max(1, len(todo))
+    peers = _peer_demonstrations(plan, todo, share) if plan.rehearse_peers else {}
     out = Training()
     for i, e in enumerate(todo):
         demos = plan.warm_demos
@@ -264,8 +270,31 @@ def _train_all(plan: TracePlan, calibration: Calibration, rehearsal: Rehearsal |
             avail = min(share or 0, left)
             demos = demos if avail >= demos else 0  # the warm start's demonstrations come out of the same share
             steps = plan_train_steps(avail - demos, plan.train, plan.max_train_steps)
+        train, mine = plan.train, rehearsal
+        others = [d for cap, ds in peers.items() if cap != e["capability"] for d in ds]
+        if demos and others:
+            mine = dataclasses.replace(rehearsal or Rehearsal(), peers=tuple(others))
+            if plan.train.get("sft_max_steps"):  # as many passes over the larger set as over its own
+                n_envs = 1 + sum(1 for cap in peers if cap != e["capability"])
+                train = {**plan.train, "sft_max_steps": int(plan.train["sft_max_steps"]) * n_envs}
         a = train_capability(e, plan.name_adapter(i, e["capability"]), plan.adapters_dir, model=plan.model, seed=plan.seed,
-                             train=plan.train, steps=steps, env_kwargs=env_kwargs_for(e, plan.cap_env_kwargs), budget=budget,
-                             warm_demos=demos, rehearsal=rehearsal if demos else None)
+                             train=train, steps=steps, env_kwargs=env_kwargs_for(e, plan.cap_env_kwargs), budget=budget,
+                             warm_demos=demos, rehearsal=mine if demos else None)
         (out.skipped if a.skipped else out.adapters).append(a)
+    return out
+
+
+def _peer_demonstrations(plan: TracePlan, todo: list[dict[str, Any]], share: int | None) -> dict[str, list[Any]]:
+    """Per capability to learn, the demonstrations its own adapter's SFT is built from (the reference episodes of
+    its env, as :func:`~trace_gym.pipeline.learn.adapter_demonstrations` draws them), for the other adapters to
+    rehearse; replayed from the envs' reference solutions without a budget, since each adapter's own stage charges
+    them.  Only the envs whose adapter gets demonstrations (its share covers them) take part."""
+    if not plan.warm_demos or (share is not None and plan.train_steps is None and share < plan.warm_demos):
+        return {}
+    out: dict[str, list[Any]] = {}
+    for e in todo:
+        cfg = adapter_train_config(model=plan.model, seed=plan.seed, env_id=e["env_id"], out=plan.adapters_dir / "peers",
+                                   steps=0, train=plan.train, run_name="peers")
+        factory = capability_factory(e["spec"], env_kwargs_for(e, plan.cap_env_kwargs), None, "peers")
+        out[e["capability"]] = list(adapter_demonstrations(cfg, factory, plan.warm_demos).demos)
     return out
