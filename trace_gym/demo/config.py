@@ -187,8 +187,8 @@ class DemoConfig:
         cfg.train_tokens_per_turn, cfg.train_completion_tokens, cfg.learning_rate = 64, 512, 5e-5
         cfg.gradient_checkpointing = False  # ~1k-token episodes fit without it, and a step is ~25% faster
         cfg.cap_warm_demos, cfg.cap_warm_steps, cfg.warm_start_lr, cfg.cap_warm_recover_every = 32, 24, 4e-4, 4
-        # the held-out evaluation plays every scenario of the other fold (32: 21 answerable, 11 refusals), so its
-        # paired interval can exclude 0 for a gain a few scenarios would hide
+        # the held-out evaluation plays every scenario of the other fold (fold_b: 64, 14 of them insufficient-
+        # information ones), so its paired interval can exclude 0 for a gain a few scenarios would hide
         cfg.router_seeds, cfg.eval_tasks, cfg.eval_trials, cfg.cap_eval_seeds = 4, 0, 1, 8
         cfg.router_rule = "cover"  # an adapter gets only requests whose tools its examples had (refusals stay)
         cfg.cap_rehearse_base = True  # the adapter keeps what the base model does well (refusing, ending)
