@@ -79,9 +79,9 @@ def train_joint(cfg: Any, trace: dict[str, Any], root: Path, plan: Any) -> dict[
 
     ``trace`` is TRACE's summary (its adapters and calibration), ``plan`` the :class:`~trace_gym.pipeline.TracePlan`
     it ran with (its rehearsal is rebuilt from it)."""
-    from ..pipeline.learn import adapter_demonstrations, adapter_train_config
+    from ..pipeline.learn import adapter_train_config, replayed_demonstrations
     from ..pipeline.loop import rehearsal_of
-    from ..pipeline.stages import Rollouts, capability_factory, env_kwargs_for
+    from ..pipeline.stages import Rollouts
     from ..progress import track
     from ..train.sft import progress_callback, warm_start
 
@@ -102,8 +102,8 @@ def train_joint(cfg: Any, trace: dict[str, Any], root: Path, plan: Any) -> dict[
         e = envs[a["capability"]]
         tc = adapter_train_config(model=cfg.weights_spec, seed=cfg.seed, env_id=e["env_id"], out=out, steps=0,
                                   train=train, run_name=JOINT)
-        report = adapter_demonstrations(tc, capability_factory(e["spec"], env_kwargs_for(e, cfg.cap_env_kwargs), None, JOINT),
-                                        int(a["demonstrations"]))
+        report = replayed_demonstrations(e, int(a["demonstrations"]), model=cfg.weights_spec, seed=cfg.seed, train=train,
+                                         cap_env_kwargs=cfg.cap_env_kwargs)
         demos += report.demos
         played += sum(report.played.values())
     rehearsal = rehearsal_of(plan, Rollouts.from_dict(trace["base_rollouts"])) if trace.get("base_rollouts") else plan.rehearsal

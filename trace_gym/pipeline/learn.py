@@ -26,7 +26,7 @@ from .target import Target
 
 __all__ = [
     "Rehearsal", "base_successes", "TrainedAdapter", "Training", "train_capability", "train_adapter", "adapter_train_config",
-    "adapter_demonstrations", "plan_train_steps", "worst_rollouts_per_step", "kept_rollouts", "STAGE_SAVE_STEPS",
+    "adapter_demonstrations", "replayed_demonstrations", "plan_train_steps", "worst_rollouts_per_step", "kept_rollouts", "STAGE_SAVE_STEPS",
     "Routing", "build_router", "held_out_routing",
     "evaluate_policy", "ForfeitOnError", "FORFEIT", "Evaluation", "evaluate_policies",
 ]
@@ -202,6 +202,18 @@ def adapter_demonstrations(cfg: Any, env_factory: Callable[[], Any], n: int) -> 
 
     return build_demonstrations([cfg.env_id], n, start=cfg.sft_seed_start, seed=cfg.seed,
                                 factories={cfg.env_id: env_factory}, recover_every=cfg.sft_recover_every)
+
+
+def replayed_demonstrations(env: dict[str, Any], n: int, *, model: str, seed: int, train: dict[str, Any],
+                            cap_env_kwargs: dict[str, Any]) -> Any:
+    """The demonstrations an adapter's own SFT drew from calibrated env ``env`` (:func:`adapter_demonstrations`
+    with the same settings), replayed from its reference solutions without a budget: for reuse by whatever
+    also trains on them (the joint adapter, the other adapters' rehearsal), since the adapter's stage charged them."""
+    from .stages import env_kwargs_for
+
+    cfg = adapter_train_config(model=model, seed=seed, env_id=env["env_id"], out=Path("replayed"), steps=0, train=train,
+                               run_name="replayed")
+    return adapter_demonstrations(cfg, capability_factory(env["spec"], env_kwargs_for(env, cap_env_kwargs), None, "replayed"), n)
 
 
 @dataclass

@@ -29,11 +29,10 @@ from .learn import (
     Rehearsal,
     Routing,
     Training,
-    adapter_demonstrations,
-    adapter_train_config,
     base_successes,
     build_router,
     plan_train_steps,
+    replayed_demonstrations,
     train_capability,
     worst_rollouts_per_step,
 )
@@ -46,7 +45,6 @@ from .stages import (
     Synthesis,
     analyze,
     calibrate_envs,
-    capability_factory,
     env_kwargs_for,
     play_rollouts,
     synthesize_envs,
@@ -291,10 +289,6 @@ def _peer_demonstrations(plan: TracePlan, todo: list[dict[str, Any]], share: int
     them.  Only the envs whose adapter gets demonstrations (its share covers them) take part."""
     if not plan.warm_demos or (share is not None and plan.train_steps is None and share < plan.warm_demos):
         return {}
-    out: dict[str, list[Any]] = {}
-    for e in todo:
-        cfg = adapter_train_config(model=plan.model, seed=plan.seed, env_id=e["env_id"], out=plan.adapters_dir / "peers",
-                                   steps=0, train=plan.train, run_name="peers")
-        factory = capability_factory(e["spec"], env_kwargs_for(e, plan.cap_env_kwargs), None, "peers")
-        out[e["capability"]] = list(adapter_demonstrations(cfg, factory, plan.warm_demos).demos)
-    return out
+    return {e["capability"]: list(replayed_demonstrations(e, plan.warm_demos, model=plan.model, seed=plan.seed,
+                                                          train=plan.train, cap_env_kwargs=plan.cap_env_kwargs).demos)
+            for e in todo}
