@@ -39,13 +39,10 @@ STAGE_SAVE_STEPS = 4  # a training stage checkpoints every this many optimizer s
 def kept_rollouts(out: str | Path) -> int:
     """Rollouts an interrupted training of the adapter at ``out`` keeps when it resumes: those its newest GRPO
     checkpoint had played (0 without one).  A warm start's demonstrations are played, and charged, again."""
-    from ..train.trainer import ROLLOUT_STATE, latest_checkpoint
+    from ..train.trainer import checkpoint_rollout_state, latest_checkpoint
 
-    ckpt = latest_checkpoint(Path(out) / "checkpoints")
-    state = ckpt / ROLLOUT_STATE if ckpt is not None else None
-    if state is None or not state.is_file():
-        return 0
-    return int(json.loads(state.read_text(encoding="utf-8")).get("stats", {}).get("rollouts", 0))
+    state = checkpoint_rollout_state(latest_checkpoint(Path(out) / "checkpoints"))
+    return int(state.get("stats", {}).get("rollouts", 0)) if state is not None else 0
 
 
 def worst_rollouts_per_step(train: dict[str, Any]) -> int:

@@ -34,7 +34,7 @@ from ..progress import reporting, track
 from .config import TrainConfig
 from .outputs import MANIFEST_NAME, MetricsLog, atomic_write_text, plot_learning_curve, update_manifest
 
-__all__ = ["train", "TrainResult", "latest_checkpoint", "check_resume_config", "make_env_factory", "env_metadata"]
+__all__ = ["train", "TrainResult", "latest_checkpoint", "checkpoint_rollout_state", "check_resume_config", "make_env_factory", "env_metadata"]
 
 ROLLOUT_STATE = "trace_gym_rollouts.json"
 
@@ -97,6 +97,15 @@ def latest_checkpoint(folder: Path) -> Path | None:
         return None
     ckpts = [p for p in folder.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()]
     return max(ckpts, key=lambda p: int(p.name.split("-")[-1])) if ckpts else None
+
+
+def checkpoint_rollout_state(ckpt: Path | None) -> dict[str, Any] | None:
+    """The rollout function's state a checkpoint saved (what it had played and sampled), or ``None``
+    (no checkpoint, or one saved before the state was)."""
+    state = ckpt / ROLLOUT_STATE if ckpt is not None else None
+    if state is None or not state.is_file():
+        return None
+    return json.loads(state.read_text(encoding="utf-8"))
 
 
 def _llamacpp_sampler(cfg: TrainConfig) -> Any:
@@ -407,9 +416,9 @@ def train(
     start_step = 0
     if ckpt is not None:
         start_step = int(ckpt.name.split("-")[-1])
-        state_file = ckpt / ROLLOUT_STATE
-        if state_file.exists():
-            rollout.load_state_dict(json.loads(state_file.read_text()))
+        saved = checkpoint_rollout_state(ckpt)
+        if saved is not None:
+            rollout.load_state_dict(saved)
         if main:
             metrics.truncate_after(start_step)
     elif main:
