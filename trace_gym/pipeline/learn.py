@@ -227,7 +227,7 @@ class TrainedAdapter(StageOutput):
     train_wall_s: float | None = None
     skipped: str | None = None
     demonstrations: int = 0        # reference episodes of its warm start (charged in ``rollouts``)
-    rehearsed: int = 0             # episodes it also rehearsed (not charged): the warm start's and the base model's
+    rehearsed: int = 0             # episodes it also rehearsed (not charged): the warm start's, the base model's, the peers'
     rehearsed_base: int = 0        # of them, the base model's own successful train episodes
     rehearsed_peers: int = 0       # ... and the other adapters' demonstrations
 

@@ -273,8 +273,7 @@ def _train_all(plan: TracePlan, calibration: Calibration, rehearsal: Rehearsal |
         if demos and others:
             mine = dataclasses.replace(rehearsal or Rehearsal(), peers=tuple(others))
             if plan.train.get("sft_max_steps"):  # as many passes over the larger set as over its own
-                n_envs = 1 + sum(1 for cap in peers if cap != e["capability"])
-                train = {**plan.train, "sft_max_steps": int(plan.train["sft_max_steps"]) * n_envs}
+                train = {**plan.train, "sft_max_steps": int(plan.train["sft_max_steps"]) * len(peers)}
         a = train_capability(e, plan.name_adapter(i, e["capability"]), plan.adapters_dir, model=plan.model, seed=plan.seed,
                              train=train, steps=steps, env_kwargs=env_kwargs_for(e, plan.cap_env_kwargs), budget=budget,
                              warm_demos=demos, rehearsal=mine if demos else None)
