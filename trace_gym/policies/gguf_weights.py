@@ -16,9 +16,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .gguf_cache import cached_gguf_path, use_entry
 from .lora_gguf import (
     adapter_sources,
-    cached_gguf_path,
     gguf_attention_heads,
     gguf_weight_name,
     llama_cpp_delta,
@@ -184,6 +184,7 @@ def cached_float_gguf(model_gguf: str | Path, cache_dir: str | Path, *, weight_t
         out = cached_gguf_path(cache_dir, model_gguf.stem, kind, [model_gguf])
     else:
         out = cached_gguf_path(cache_dir, Path(adapter_dir).name, f"merged-{kind}", adapter_sources(Path(adapter_dir), model_gguf))
-    if not out.is_file():
+    made = not out.is_file()
+    if made:
         float_gguf(model_gguf, out, weight_type=kind.upper(), adapter_dir=adapter_dir)
-    return out
+    return use_entry(out, made=made)

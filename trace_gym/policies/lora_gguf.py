@@ -13,7 +13,6 @@ Requires the ``gguf`` and ``safetensors`` packages (``transformers``' GGUF loadi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -23,7 +22,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["adapter_gguf", "adapter_sources", "cached_gguf_path", "gguf_attention_heads", "gguf_weight_name", "llama_cpp_delta",
+from .gguf_cache import cached_gguf_path, use_entry
+
+__all__ = ["adapter_gguf", "adapter_sources", "gguf_attention_heads", "gguf_weight_name", "llama_cpp_delta",
            "lora_pairs", "model_lora", "read_lora", "write_gguf_atomically", "write_lora_gguf"]
 
 _PROJ = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
@@ -182,14 +183,6 @@ def lora_pairs(adapter: str | Path | Any) -> tuple[float, int, dict[tuple[int, s
     return model_lora(adapter) if hasattr(adapter, "peft_config") else read_lora(adapter)
 
 
-def cached_gguf_path(cache_dir: str | Path, stem: str, tag: str, sources: list[Path]) -> Path:
-    """Where the ``tag`` file made from ``sources`` is cached: keyed by their paths, sizes and modification times,
-    so a changed source (a retrained adapter) gets a new file."""
-    stamp = "|".join(f"{p.resolve()}:{p.stat().st_size}.{p.stat().st_mtime_ns}" for p in sources if p.is_file())
-    key = hashlib.sha256(stamp.encode()).hexdigest()[:16]
-    return Path(cache_dir) / f"{stem}-{key}.{tag}.gguf"
-
-
 def adapter_sources(adapter_dir: Path, model_gguf: str | Path) -> list[Path]:
     return [adapter_dir / "adapter_config.json", adapter_dir / "adapter_model.safetensors", Path(model_gguf)]
 
@@ -199,7 +192,8 @@ def adapter_gguf(adapter_dir: str | Path, model_gguf: str | Path, cache_dir: str
     adapter's weights and config are unchanged."""
     adapter_dir = Path(adapter_dir)
     out = cached_gguf_path(cache_dir, adapter_dir.name, "lora", adapter_sources(adapter_dir, model_gguf))
-    if not out.is_file():
+    made = not out.is_file()
+    if made:
         arch, heads, kv = gguf_attention_heads(model_gguf)
         write_lora_gguf(adapter_dir, out, architecture=arch, heads=heads, kv_heads=kv)
-    return out
+    return use_entry(out, made=made)
