@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.extras import need
+from tests.helpers_adapters import ROOT, STATE_DEPENDENCY_ENV, adapter_weights
 
 torch = need("torch")
 need("trl")
@@ -21,18 +22,10 @@ from trace_gym.pipeline.learn import train_capability  # noqa: E402
 
 pytestmark = [pytest.mark.model, pytest.mark.usefixtures("one_torch_thread")]
 
-ROOT = Path(__file__).resolve().parents[2]
-ENV = {"capability": "ts-state-dependency", "env_id": "trace/cap-ts-state-dependency-v0",
-       "spec": str(ROOT / "envs" / "cap-ts-state-dependency.yaml")}
+ENV = STATE_DEPENDENCY_ENV
 TRAIN = {"num_generations": 2, "seeds_per_step": 1, "max_resamples": 0, "max_new_tokens_per_turn": 4,
          "max_completion_length": 16, "lora_r": 4, "lora_alpha": 8, "learning_rate": 0.0, "sft_max_steps": 2,
          "sft_batch_size": 1, "sft_prefix_grad": "detached", "progress": False}
-
-
-def _weights(folder: Path) -> dict:
-    from safetensors.torch import load_file
-
-    return load_file(str(folder / "adapter_model.safetensors"))
 
 
 def test_an_adapter_warm_starts_on_its_own_env_then_trains_and_the_demonstrations_are_charged(toolsandbox_data, tmp_path):
@@ -48,7 +41,7 @@ def test_an_adapter_warm_starts_on_its_own_env_then_trains_and_the_demonstration
     assert record["envs"] == [ENV["env_id"]] and record["steps"] == 2 and record["demonstrations"] == 3
     assert record["config"]["sft_prefix_grad"] == "detached"
     # GRPO (lr 0) started from the warm start, which really trained
-    before, after = _weights(ws), _weights(out)
+    before, after = adapter_weights(ws), adapter_weights(out)
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert any(float(v.abs().sum()) > 0 for k, v in before.items() if "lora_B" in k)
     entry = json.loads((adapters / "manifest.json").read_text())["adapters"][0]

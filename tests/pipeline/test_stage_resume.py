@@ -11,6 +11,7 @@ import gymnasium as gym
 import pytest
 
 from tests.extras import need
+from tests.helpers_adapters import STATE_DEPENDENCY_ENV, adapter_weights
 
 torch = need("torch")
 need("trl")
@@ -22,9 +23,7 @@ from trace_gym.pipeline.learn import STAGE_SAVE_STEPS, adapter_train_config, kep
 
 pytestmark = [pytest.mark.model, pytest.mark.usefixtures("one_torch_thread")]
 
-ROOT = Path(__file__).resolve().parents[2]
-ENV = {"capability": "ts-state-dependency", "env_id": "trace/cap-ts-state-dependency-v0",
-       "spec": str(ROOT / "envs" / "cap-ts-state-dependency.yaml")}
+ENV = STATE_DEPENDENCY_ENV
 STAGE = "train:ts-state-dependency"
 TRAIN = {"num_generations": 2, "seeds_per_step": 1, "max_resamples": 0, "max_new_tokens_per_turn": 4,
          "max_completion_length": 16, "lora_r": 4, "lora_alpha": 8, "learning_rate": 0.05, "save_steps": 2,
@@ -33,12 +32,6 @@ TRAIN = {"num_generations": 2, "seeds_per_step": 1, "max_resamples": 0, "max_new
 
 class Killed(Exception):
     """Stands for the process being killed."""
-
-
-def _weights(folder: Path) -> dict:
-    from safetensors.torch import load_file
-
-    return load_file(str(folder / "adapter_model.safetensors"))
 
 
 def _train(adapters: Path, budget: RolloutBudget, steps: int = 3):
@@ -92,7 +85,7 @@ def test_a_killed_adapter_training_resumes_from_its_checkpoint(toolsandbox_data,
     assert [r for _, r in resumed.reward_curve] == pytest.approx([r for _, r in full.reward_curve])
     steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3]
-    wa, wb = _weights(Path(full.path)), _weights(out)
+    wa, wb = adapter_weights(Path(full.path)), adapter_weights(out)
     assert wa.keys() == wb.keys()
     for k in wa:
         torch.testing.assert_close(wa[k], wb[k], rtol=1e-4, atol=1e-6)

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.extras import need
+from tests.helpers_adapters import adapter_weights
 
 torch = need("torch")
 need("trl")
@@ -28,12 +29,6 @@ def _cfg(tmp_path, name, **kw):
                 num_train_seeds=8, learning_rate=5e-2, lora_r=4, lora_alpha=8, progress=False, save_steps=1, seed=3)
     base.update(kw)
     return TrainConfig(**base)
-
-
-def _adapter(out):
-    from safetensors.torch import load_file
-
-    return load_file(str(out / "adapter_model.safetensors"))
 
 
 class _Interrupt(Exception):
@@ -65,7 +60,7 @@ def test_train_outputs_and_exact_resume(tmp_path, capsys):
     assert entry["env_id"] == "trace-test/train-single-v0" and entry["base_model"] == "tiny"
     assert entry["steps"] == 2 and entry["rollouts_used"] == full.rollouts and len(entry["reward_curve"]) == 2
     assert entry["config"]["beta"] == 0.0
-    weights = _adapter(out)
+    weights = adapter_weights(out)
     assert any("lora_B" in k and v.abs().sum() > 0 for k, v in weights.items())  # LoRA B starts at zero: it learned
 
     # The same run interrupted right after the step-1 checkpoint, then resumed.
@@ -84,7 +79,7 @@ def test_train_outputs_and_exact_resume(tmp_path, capsys):
     assert resumed.rollouts == full.rollouts
     assert [s for s, _ in resumed.reward_curve] == [s for s, _ in full.reward_curve] == [1, 2]
     assert [r for _, r in resumed.reward_curve] == pytest.approx([r for _, r in full.reward_curve])
-    a, b = _adapter(out), _adapter(resumed.out)
+    a, b = adapter_weights(out), adapter_weights(resumed.out)
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-6)
@@ -147,5 +142,5 @@ def test_bf16_without_gradient_checkpointing_trains_on_cpu(tmp_path):
     cfg = _cfg(tmp_path, "bf16", max_steps=1, save_steps=0, dtype="bfloat16", gradient_checkpointing=False)
     res = train(cfg)
     assert res.steps == 1
-    weights = _adapter(tmp_path / "adapters" / "bf16")
+    weights = adapter_weights(tmp_path / "adapters" / "bf16")
     assert any("lora_B" in k and v.float().abs().sum() > 0 for k, v in weights.items())

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tests.extras import need
+from tests.helpers_adapters import adapter_weights
 
 torch = need("torch")
 need("trl")
@@ -125,12 +126,6 @@ def _cfg(tmp_path, name, **kw):
     return TrainConfig(**base)
 
 
-def _weights(folder):
-    from safetensors.torch import load_file
-
-    return load_file(str(folder / "adapter_model.safetensors"))
-
-
 def test_a_short_sft_run_lowers_the_loss_on_its_demonstrations(tmp_path, demos):
     from trace_gym.policies.hf import tiny_test_model
     from trace_gym.train.sft import demo_loss, warm_start
@@ -172,7 +167,7 @@ def test_train_warm_start_runs_sft_then_grpo_into_one_adapter(toolsandbox_data, 
     ws = out / "warm_start"
     assert (ws / "adapter_model.safetensors").exists() and (out / "adapter_model.safetensors").exists()
     # GRPO started from the warm start (with lr 0 it is kept exactly), not from a fresh LoRA
-    before, after = _weights(ws), _weights(out)
+    before, after = adapter_weights(ws), adapter_weights(out)
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
     assert any(float(v.abs().sum()) > 0 for k, v in before.items() if "lora_B" in k)  # trained: B is no longer 0
     manifest = json.loads((tmp_path / "adapters" / "manifest.json").read_text())["adapters"]
