@@ -252,6 +252,33 @@ def test_llama_cpp_agrees_with_transformers_with_and_without_an_adapter(smollm2,
     lcp.close()
 
 
+def test_copies_the_cache_dropped_are_made_again_when_the_policy_switches_back(smollm2, tmp_path, monkeypatch):
+    """The model cache is bounded (:mod:`trace_gym.policies.gguf_cache`): a merged policy going back to the plain
+    model, or to its LoRA adapters, after their files were pruned meanwhile makes them again and acts as before."""
+    import trace_gym.policies.llamacpp as llamacpp
+
+    monkeypatch.setattr(llamacpp, "model_cache_dir", lambda: tmp_path / "models")
+    model, _ = smollm2
+    lcp = llamacpp.LlamaCppPolicy.smollm2(greedy=True, max_new_tokens=4, batch_size=1, weight_type="q8_0")
+    text = lcp.render_prompt(PROMPT, [])
+    plain = _next_logits_llamacpp(lcp, text)
+    _strong_adapter(tmp_path / "cap-x", model, r=4).unload()
+    lcp.load_adapter("cap-x", tmp_path / "cap-x")
+    lcp.merge_adapter("cap-x", tmp_path / "cap-x")
+    cache = tmp_path / "models" / "llamacpp"
+    assert sorted(p.name.rsplit(".", 2)[1] for p in cache.glob("*.gguf")) == ["lora", "merged-q8_0", "q8_0"]
+    for p in cache.glob("*.gguf"):
+        p.unlink()
+    lcp.use_adapter(None)
+    assert sorted(p.name.rsplit(".", 2)[1] for p in cache.glob("*.gguf")) == ["lora", "q8_0"]
+    for slot in lcp.engine.slots:
+        slot.tokens = []
+    assert torch.allclose(_next_logits_llamacpp(lcp, text), plain, atol=1e-3)
+    lcp.use_adapter("cap-x")
+    assert lcp.adapter == "cap-x" and not torch.allclose(_next_logits_llamacpp(lcp, text), plain, atol=1e-3)
+    lcp.close()
+
+
 @pytest.mark.parametrize("weights", ["file", "F32"])
 def test_a_reused_prefix_is_exact_on_the_4bit_file_and_close_on_floats(smollm2, weights):
     """The same prompt decoded from scratch and again on top of its cached prefix: the 4-bit file's integer dot

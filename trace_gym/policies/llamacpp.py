@@ -471,15 +471,20 @@ class LlamaCppPolicy(ChatPolicy):
         self._engine_options = {"slots": batch_size, "n_ctx": n_ctx, "n_threads": n_threads, "flash_attn": flash_attn}
         weight_type = "file" if str(weight_type).lower() == "file" else weight_type
         self.source_path, self.weight_type = model_path, weight_type
-        if weight_type != "file":  # the model's quantized matrices as floats (or Q8_0), converted once
-            from .gguf_weights import cached_float_gguf
-
-            model_path = cached_float_gguf(model_path, model_cache_dir() / "llamacpp", weight_type=weight_type)
-        self.model_path = model_path
-        self.engine = LlamaCppEngine(model_path, **self._engine_options)
+        self.model_path = self._plain_path()
+        self.engine = LlamaCppEngine(self.model_path, **self._engine_options)
         self.adapter: str | None = None
         self.merged: str | None = None  # the adapter merged into the engine's weights (:meth:`merge_adapter`)
-        self._lora: dict[str, Path] = {}  # name -> its llama.cpp LoRA GGUF
+        self._lora: dict[str, Path] = {}  # name -> its PEFT folder (the LoRA GGUF is looked up in the cache per load)
+
+    def _plain_path(self) -> Path:
+        """The file the plain model runs from: the GGUF itself, or its float (or Q8_0) copy, converted once and
+        looked up again at each reopening (the cache may have dropped it meanwhile; it is then made again)."""
+        if self.weight_type == "file":
+            return self.source_path
+        from .gguf_weights import cached_float_gguf
+
+        return cached_float_gguf(self.source_path, model_cache_dir() / "llamacpp", weight_type=self.weight_type)
 
     @classmethod
     def smollm2(cls, **options: Any) -> LlamaCppPolicy:
@@ -543,7 +548,7 @@ class LlamaCppPolicy(ChatPolicy):
         path = adapter_gguf(peft_dir, self.source_path, model_cache_dir() / "llamacpp")
         if self.merged is None:
             self.engine.load_adapter(name, path)
-        self._lora[name] = path
+        self._lora[name] = Path(peft_dir)
 
     def merge_adapter(self, name: str, peft_dir: str | Path) -> None:
         """Serve adapter ``name`` merged into the weights: the model with the PEFT LoRA in ``peft_dir`` added into
@@ -568,9 +573,12 @@ class LlamaCppPolicy(ChatPolicy):
         if self.merged is not None:
             if name == self.merged:
                 return
+            from .lora_gguf import adapter_gguf
+
+            self.model_path = self._plain_path()
             self._reopen(self.model_path)
-            for n, path in self._lora.items():
-                self.engine.load_adapter(n, path)
+            for n, peft_dir in self._lora.items():
+                self.engine.load_adapter(n, adapter_gguf(peft_dir, self.source_path, model_cache_dir() / "llamacpp"))
         self.engine.use(name)
         self.adapter = name
 

@@ -298,14 +298,15 @@ class LlamaCppSampler:
         if not peft and any(p.requires_grad for p in model.parameters()):
             raise ValueError("backend=llamacpp samples from a trained LoRA merged into the model's GGUF; this model "
                              "trains its own weights: use backend=transformers")
-        if self._float is None or self._slots < batch:
+        if self._slots < batch:  # the first call, or a larger batch: an engine with more slots
             self._close_engine()
-            self._float = cached_float_gguf(self.model_gguf, model_cache_dir() / "llamacpp", weight_type=self.weight_type)
             self._slots = batch
             if self._dir is None:
                 self._dir = tempfile.TemporaryDirectory(prefix="trace-gym-sampler-")
         if peft or self.engine is None:  # the trained weights as they are now
             self._close_engine()
+            # looked up again: the cache may have dropped the copy since the last call (it is then made again)
+            self._float = cached_float_gguf(self.model_gguf, model_cache_dir() / "llamacpp", weight_type=self.weight_type)
             path = merge_into_float_gguf(self._float, model, Path(self._dir.name) / "policy.gguf") if peft else self._float
             self.engine = LlamaCppEngine(path, slots=batch, share_prompts=True)
         engine, stats, lookahead = self.engine, self.stats, self.lookahead
