@@ -13,7 +13,8 @@ torch = need("torch")
 need("trl")
 need("peft")
 
-from tests.train.test_warm_start import DEMO_ENV, _cfg, _weights  # noqa: E402
+from tests.helpers_adapters import adapter_weights  # noqa: E402
+from tests.train.test_warm_start import DEMO_ENV, _cfg  # noqa: E402
 from trace_gym.train.config import ConfigError  # noqa: E402
 from trace_gym.train.demos import build_demonstrations  # noqa: E402
 
@@ -30,7 +31,7 @@ class _Interrupt(Exception):
 
 
 def _same_adapter(a, b):
-    wa, wb = _weights(a), _weights(b)
+    wa, wb = adapter_weights(a), adapter_weights(b)
     assert wa.keys() == wb.keys()
     for k in wa:
         torch.testing.assert_close(wa[k], wb[k], rtol=1e-4, atol=1e-6)
