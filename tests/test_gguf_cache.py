@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trace_gym.policies.gguf_cache import BUDGET_ENV, cache_budget, cached_gguf_path, prune_cache, use_entry
+from trace_gym.policies.gguf_cache import BUDGET_ENV, cache_budget, cached_gguf_path, entry, prune_cache
 
 
 def _file(path, data: bytes, mtime_ns: int | None = None):
@@ -49,10 +49,10 @@ def test_pruning_removes_the_least_recently_used_and_spares_the_new_entry(tmp_pa
 def test_using_an_entry_makes_it_the_most_recent(tmp_path, monkeypatch):
     a = _file(tmp_path / "a.gguf", b"a" * 100, mtime_ns=1_000)
     _file(tmp_path / "b.gguf", b"b" * 100, mtime_ns=2_000)
-    assert use_entry(a, made=False) == a  # a hit: a is now newer than b
+    assert entry(a, make=None) == a  # a hit (nothing made): a is now newer than b
     monkeypatch.setenv(BUDGET_ENV, str(150 / 2**30))
-    c = _file(tmp_path / "c.gguf", b"c" * 100)
-    use_entry(c, made=True)  # a new entry prunes down to 150 bytes: b (least recent) then a go, c stays
+    c = tmp_path / "c.gguf"
+    entry(c, lambda path: _file(path, b"c" * 100))  # a new entry prunes down to 150 bytes: b (least recent) then a go, c stays
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.gguf"]
 
 

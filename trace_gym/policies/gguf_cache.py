@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["BUDGET_ENV", "cache_budget", "cached_gguf_path", "content_digest", "prune_cache", "use_entry"]
+__all__ = ["BUDGET_ENV", "cache_budget", "cached_gguf_path", "content_digest", "entry", "prune_cache"]
 
 BUDGET_ENV = "TRACE_GYM_GGUF_CACHE_GB"
 _DEFAULT_GB = 6.0
@@ -84,13 +86,15 @@ def prune_cache(cache_dir: str | Path, *, keep: Path | None = None, budget: int 
     return removed
 
 
-def use_entry(path: Path, *, made: bool) -> Path:
-    """Mark ``path`` as just used (its modification time orders eviction); after a new entry, prune."""
-    if made:
+def entry(path: Path, make: Callable[[Path], Any]) -> Path:
+    """The cache entry ``path``: made by ``make(path)`` when absent (then the folder is pruned around it), else
+    marked as just used (its modification time orders eviction)."""
+    if not path.is_file():
+        make(path)
         prune_cache(path.parent, keep=path)
-    else:
-        try:
-            os.utime(path)
-        except OSError:  # read-only cache: still usable
-            pass
+        return path
+    try:
+        os.utime(path)
+    except OSError:  # read-only cache: still usable
+        pass
     return path

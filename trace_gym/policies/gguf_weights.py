@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .gguf_cache import cached_gguf_path, use_entry
+from .gguf_cache import cached_gguf_path, entry
 from .lora_gguf import (
     adapter_sources,
     gguf_attention_heads,
@@ -184,7 +184,4 @@ def cached_float_gguf(model_gguf: str | Path, cache_dir: str | Path, *, weight_t
         out = cached_gguf_path(cache_dir, model_gguf.stem, kind, [model_gguf])
     else:
         out = cached_gguf_path(cache_dir, Path(adapter_dir).name, f"merged-{kind}", adapter_sources(Path(adapter_dir), model_gguf))
-    made = not out.is_file()
-    if made:
-        float_gguf(model_gguf, out, weight_type=kind.upper(), adapter_dir=adapter_dir)
-    return use_entry(out, made=made)
+    return entry(out, lambda path: float_gguf(model_gguf, path, weight_type=kind.upper(), adapter_dir=adapter_dir))

@@ -543,12 +543,16 @@ class LlamaCppPolicy(ChatPolicy):
     # -- adapters ----------------------------------------------------------------------
     def load_adapter(self, name: str, peft_dir: str | Path) -> None:
         """Convert the PEFT LoRA folder ``peft_dir`` (once, cached under the model cache) and load it as ``name``."""
-        from .lora_gguf import adapter_gguf
-
-        path = adapter_gguf(peft_dir, self.source_path, model_cache_dir() / "llamacpp")
+        path = self._lora_gguf(peft_dir)
         if self.merged is None:
             self.engine.load_adapter(name, path)
         self._lora[name] = Path(peft_dir)
+
+    def _lora_gguf(self, peft_dir: str | Path) -> Path:
+        """The llama.cpp LoRA GGUF of ``peft_dir``, from the model cache (made again if the cache dropped it)."""
+        from .lora_gguf import adapter_gguf
+
+        return adapter_gguf(peft_dir, self.source_path, model_cache_dir() / "llamacpp")
 
     def merge_adapter(self, name: str, peft_dir: str | Path) -> None:
         """Serve adapter ``name`` merged into the weights: the model with the PEFT LoRA in ``peft_dir`` added into
@@ -573,12 +577,10 @@ class LlamaCppPolicy(ChatPolicy):
         if self.merged is not None:
             if name == self.merged:
                 return
-            from .lora_gguf import adapter_gguf
-
             self.model_path = self._plain_path()
             self._reopen(self.model_path)
             for n, peft_dir in self._lora.items():
-                self.engine.load_adapter(n, adapter_gguf(peft_dir, self.source_path, model_cache_dir() / "llamacpp"))
+                self.engine.load_adapter(n, self._lora_gguf(peft_dir))
         self.engine.use(name)
         self.adapter = name
 

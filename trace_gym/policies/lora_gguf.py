@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .gguf_cache import cached_gguf_path, use_entry
+from .gguf_cache import cached_gguf_path, entry
 
 __all__ = ["adapter_gguf", "adapter_sources", "gguf_attention_heads", "gguf_weight_name", "llama_cpp_delta",
            "lora_pairs", "model_lora", "read_lora", "write_gguf_atomically", "write_lora_gguf"]
@@ -192,8 +192,9 @@ def adapter_gguf(adapter_dir: str | Path, model_gguf: str | Path, cache_dir: str
     adapter's weights and config are unchanged."""
     adapter_dir = Path(adapter_dir)
     out = cached_gguf_path(cache_dir, adapter_dir.name, "lora", adapter_sources(adapter_dir, model_gguf))
-    made = not out.is_file()
-    if made:
+
+    def make(path: Path) -> None:
         arch, heads, kv = gguf_attention_heads(model_gguf)
-        write_lora_gguf(adapter_dir, out, architecture=arch, heads=heads, kv_heads=kv)
-    return use_entry(out, made=made)
+        write_lora_gguf(adapter_dir, path, architecture=arch, heads=heads, kv_heads=kv)
+
+    return entry(out, make)

@@ -274,7 +274,6 @@ class LlamaCppSampler:
         self.engine: Any = None  # the engine of the latest call (reopened at every call of a LoRA model)
         self.stats = DecodeStats()
         self.calls = 0
-        self._float: Path | None = None
         self._slots = 0
         self._dir: Any = None  # the temporary folder of the merged weights
 
@@ -306,8 +305,8 @@ class LlamaCppSampler:
         if peft or self.engine is None:  # the trained weights as they are now
             self._close_engine()
             # looked up again: the cache may have dropped the copy since the last call (it is then made again)
-            self._float = cached_float_gguf(self.model_gguf, model_cache_dir() / "llamacpp", weight_type=self.weight_type)
-            path = merge_into_float_gguf(self._float, model, Path(self._dir.name) / "policy.gguf") if peft else self._float
+            floats = cached_float_gguf(self.model_gguf, model_cache_dir() / "llamacpp", weight_type=self.weight_type)
+            path = merge_into_float_gguf(floats, model, Path(self._dir.name) / "policy.gguf") if peft else floats
             self.engine = LlamaCppEngine(path, slots=batch, share_prompts=True)
         engine, stats, lookahead = self.engine, self.stats, self.lookahead
         self.calls += 1
@@ -330,7 +329,7 @@ class LlamaCppSampler:
         self._close_engine()
         if self._dir is not None:
             self._dir.cleanup()
-            self._dir, self._float, self._slots = None, None, 0
+            self._dir, self._slots = None, 0
 
 
 def vllm_generate_fn(trainer: Any):
