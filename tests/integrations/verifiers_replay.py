@@ -35,5 +35,8 @@ def replay_trace(trace: dict[str, Any]) -> list[str]:
     reward = episode.close_scored()
     episode.env.close()
     assert trace["rewards"]["env_reward"]["score"] == reward
+    parts = episode.info.get("reward_info") or {}
+    assert trace["metrics"] == {k: float(v) for k, v in parts.items()
+                                if isinstance(v, int | float) and not isinstance(v, bool)}
     assert trace["info"]["termination_reason"] == (episode.info.get("termination_reason") or "max_turns")
     return replies
