@@ -7,8 +7,8 @@ its own optional extra:
   (the ``train`` extra);
 * :mod:`trace_gym.integrations.openenv` — any registered id as an OpenEnv server
   (``trace-gym serve ENV_ID``) and OpenEnv's client for it (the ``openenv`` extra);
-* :mod:`trace_gym.integrations.verifiers` — ``load_environment(env_id)`` returning a
-  ``verifiers.MultiTurnEnv`` (the ``verifiers`` extra);
+* :mod:`trace_gym.integrations.verifiers` — a taskset, env and harness of verifiers' ``verifiers.v1``
+  stack, which ``vf-eval trace-gym-env`` loads (the ``verifiers`` extra);
 * :mod:`trace_gym.integrations.skyrl` — a trace env as a SkyRL-gym env, registered in
   SkyRL-gym's registry (the ``skyrl`` extra).
 

@@ -24,7 +24,7 @@ class ChatEpisode:
 
     ``open(seed)`` resets and returns the opening messages; ``act(text)`` steps and returns
     ``(new messages, reward, done, info)``; ``close_scored()`` ends an open episode as a
-    step-limit truncation and returns its reward.  ``act`` on a finished episode raises
+    step-limit truncation and returns its reward (its parts in ``info["reward_info"]``).  ``act`` on a finished episode raises
     ``RuntimeError`` (as ``env.step`` does).
     """
 
@@ -55,6 +55,7 @@ class ChatEpisode:
 
     def close_scored(self) -> float:
         if not self.done:
-            self.reward, _ = self.env.unwrapped.truncate()
+            self.reward, parts = self.env.unwrapped.truncate()
+            self.info = {**self.info, "reward_info": parts}
             self.done = True
         return self.reward

@@ -1,138 +1,203 @@
-"""A trace-gym env as a ``verifiers`` ``MultiTurnEnv`` (the ``verifiers`` extra: ``verifiers>=0.3.1,<0.4``).
+"""A trace-gym env as a ``verifiers`` environment (the ``verifiers`` extra: ``verifiers>=0.4``, its ``verifiers.v1`` stack).
 
-``verifiers`` 0.4 moved to a new stack (``verifiers.v1``) without ``MultiTurnEnv``; the
-classic one, which prime-rl's environment hub and ``vf-eval`` load, is ``verifiers`` 0.3::
+Three pieces, which an environment module exports for ``vf-eval`` (the ``trace-gym-env`` package in
+``examples/verifiers/``) and which Python code can use directly:
 
+* :class:`TraceTaskset` — one task per env seed: the episode's opening (the env's system prompt with
+  its tools listed, the user's first turn) is the task's prompt.  Its config
+  (``--env.taskset.env-id``, ``--env.taskset.seeds``, ``--env.taskset.env-kwargs``) picks the env;
+* :class:`TraceEnv` — plays one episode per rollout: every model reply is one env action, the env's
+  tool results and the user side's replies come back as the next user turn, and the env's reward is
+  the rollout's reward (``env_reward``; its parts are metrics).  An episode stopped by the agent's
+  ``max_turns`` is scored as a step-limit truncation;
+* :class:`TraceHarness` — the model side: one chat completion per turn, in text (the tools are listed
+  in the system prompt), sent through verifiers' interception endpoint with trace-gym's chat client,
+  in process (no sandbox, nothing installed at run time).
+
+::
+
+    import verifiers.v1 as vf
     from trace_gym.integrations.verifiers import load_environment
 
-    env = load_environment("trace/cap-refund-policy-v0", seeds=range(64), max_turns=30)
-    results = env.evaluate_sync(client=vf.ClientConfig(api_base_url="http://127.0.0.1:8000/v1", ...),
-                                model="my-model", num_examples=8, rollouts_per_example=4)
-
-The dataset has one row per env seed (``prompt``: the episode's opening; ``info.seed``).
-The model chats in text (:class:`~trace_gym.integrations.chat.ChatEpisode`): the system
-prompt lists the tools, every model reply is one env action, tool results and the user
-side's replies come back as user turns.  The rollout stops when the env ends the episode
-or at ``max_turns``; the rubric's one reward function, ``env_reward``, is the env's reward
-(an episode stopped by ``max_turns`` is scored as a step-limit truncation).
+    env = load_environment("trace/cap-refund-policy-v0", seeds=range(8), max_turns=30)
+    # env.taskset, env.run_episode(...) under env.serving(): see docs/integrations.md
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from . import require
+from . import MissingExtraError, require
 
 require("verifiers", "verifiers")
 
-import verifiers as vf  # noqa: E402
+try:
+    import verifiers.v1 as vf
+except ModuleNotFoundError as exc:  # verifiers < 0.4: the classic stack only
+    if exc.name != "verifiers.v1":
+        raise
+    raise MissingExtraError("verifiers<0.4 has no verifiers.v1: pip install 'trace-gym[verifiers]' (verifiers>=0.4)") \
+        from None
 
-if not hasattr(vf, "MultiTurnEnv"):  # verifiers 0.4+: only the v1 stack
-    from . import MissingExtraError
+from ..llm.http import OpenAIChatClient  # noqa: E402
+from .chat import DEFAULT_TOOL_LISTING, ChatEpisode  # noqa: E402
 
-    raise MissingExtraError("verifiers>=0.4 has no MultiTurnEnv: pip install 'trace-gym[verifiers]' (verifiers<0.4)")
+__all__ = ["TraceEnv", "TraceEnvConfig", "TraceHarness", "TraceTask", "TraceTaskData", "TraceTaskset",
+           "TraceTasksetConfig", "load_environment"]
 
-from .chat import ChatEpisode  # noqa: E402
-
-__all__ = ["TraceMultiTurnEnv", "load_environment", "seed_dataset"]
-
-
-def _content(message: Any) -> str:
-    content = message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
-    if isinstance(content, list):  # content parts
-        return "".join(p.get("text", "") if isinstance(p, dict) else str(getattr(p, "text", "")) for p in content)
-    return content or ""
+DEFAULT_ENV_ID = "trace/cap-refund-policy-v0"
 
 
-def _role(message: Any) -> str | None:
-    return message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
-
-
-def seed_dataset(env_id: str, seeds: Iterable[int], env_kwargs: dict[str, Any] | None = None, *,
-                 tool_format: str = "hermes", tool_listing: str = "json"):
-    """A ``datasets.Dataset``: per seed the episode's opening (``prompt``) and ``info`` (``seed``, ``env_id``)."""
-    from datasets import Dataset
-
+def _make_env(env_id: str, env_kwargs: dict[str, Any] | None):
     from ..train.trainer import make_env_factory
 
-    episode = ChatEpisode(make_env_factory(env_id, env_kwargs)(), tool_format=tool_format, tool_listing=tool_listing)
-    rows: dict[str, list[Any]] = {"prompt": [], "answer": [], "info": []}
-    for s in seeds:
-        rows["prompt"].append(episode.open(int(s)))
-        rows["answer"].append("")
-        rows["info"].append({"seed": int(s), "env_id": env_id})
-    episode.env.close()
-    if not rows["info"]:
-        raise ValueError("seeds is empty")
-    return Dataset.from_dict(rows)
+    return make_env_factory(env_id, env_kwargs)()
 
 
-class TraceMultiTurnEnv(vf.MultiTurnEnv):
-    """A ``MultiTurnEnv`` whose environment turns come from a trace-gym env (one env per rollout)."""
+class TraceTaskData(vf.TaskData):
+    """One episode to play: the env id and the seed its opening came from."""
 
-    def __init__(self, trace_env_id: str, *, env_kwargs: dict[str, Any] | None = None, tool_format: str = "hermes",
-                 tool_listing: str = "json", **kwargs: Any):
-        from ..train.trainer import make_env_factory
-
-        self.trace_env_id = trace_env_id
-        self._make = make_env_factory(trace_env_id, env_kwargs)
-        self._tool_format, self._tool_listing = tool_format, tool_listing
-        self._episodes: dict[str, dict[str, Any]] = {}  # trajectory id -> {"episode", "acted"}
-        super().__init__(rubric=vf.Rubric(funcs=[env_reward], weights=[1.0]), **kwargs)
-
-    async def setup_state(self, state: vf.State) -> vf.State:
-        episode = ChatEpisode(self._make(), tool_format=self._tool_format, tool_listing=self._tool_listing)
-        seed = int((state["info"] or {})["seed"])
-        opening = episode.open(seed)
-        if [(_role(m), _content(m)) for m in state["prompt"]] != [(m["role"], m["content"]) for m in opening]:
-            raise ValueError(f"the row's prompt is not the opening of {self.trace_env_id} seed {seed}")
-        self._episodes[state["trajectory_id"]] = {"episode": episode, "acted": 0}
-        return state
-
-    async def env_response(self, messages: Any, state: vf.State, **kwargs: Any) -> list[dict[str, Any]]:
-        record = self._episodes[state["trajectory_id"]]
-        episode: ChatEpisode = record["episode"]
-        reply, _, done, _ = episode.act(_content(messages[-1]))
-        record["acted"] += 1
-        if done:
-            state["final_env_response"] = reply or [{"role": "user", "content": "(the episode has ended)"}]
-        return reply
-
-    @vf.cleanup
-    async def score_trace_episode(self, state: vf.State) -> None:
-        """Deliver a last reply the loop did not (``max_turns``), end the episode, keep its reward in the state."""
-        record = self._episodes.pop(state["trajectory_id"], None)
-        if record is None:
-            return
-        episode: ChatEpisode = record["episode"]
-        trajectory = state["trajectory"]
-        if not episode.done and len(trajectory) > record["acted"]:
-            completion = trajectory[-1]["completion"]
-            last = [m for m in completion if _role(m) == "assistant"]
-            if last:
-                episode.act(_content(last[-1]))
-        state["trace_reward"] = episode.close_scored()
-        state["trace_reward_info"] = dict(episode.info.get("reward_info") or {})
-        state["trace_termination_reason"] = episode.info.get("termination_reason") or "max_turns"
-        episode.env.close()
+    env_id: str
+    seed: int
 
 
-async def env_reward(state: vf.State, **_: Any) -> float:
-    """The trace env's reward for the rollout's episode."""
-    return float(state.get("trace_reward", 0.0))
+class TraceTask(vf.Task[TraceTaskData, vf.State, vf.TaskConfig]):
+    """A trace env episode; the reward is recorded by :class:`TraceEnv` from the env itself."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.data.env_id}#{self.data.seed}"
 
 
-def load_environment(env_id: str = "trace/cap-refund-policy-v0", *, seeds: Iterable[int] = range(64),
-                     eval_seeds: Iterable[int] | None = None, env_kwargs: dict[str, Any] | None = None,
-                     max_turns: int = 30, tool_format: str = "hermes", tool_listing: str = "json",
-                     **kwargs: Any) -> TraceMultiTurnEnv:
-    """The ``verifiers`` entry point: ``env_id`` as a ``MultiTurnEnv`` over ``seeds`` (``eval_seeds``: the eval set).
+class TraceTasksetConfig(vf.TasksetConfig):
+    """Which trace env, on which seeds, rendered how (``--env.taskset.*``)."""
 
-    Raises ``gymnasium.error.Error`` for an unknown id.
+    env_id: str = DEFAULT_ENV_ID
+    """A registered trace-gym id (``trace-gym envs`` lists them)."""
+    seeds: list[int] = list(range(64))
+    """The env seeds, one task each."""
+    env_kwargs: dict[str, Any] = {}
+    """Keyword arguments for ``gym.make``."""
+    tool_format: str = "hermes"
+    """How the system prompt asks for tool calls: ``hermes`` (``<tool_call>`` JSON) or ``smollm2``."""
+    tool_listing: str = DEFAULT_TOOL_LISTING
+    """How the system prompt lists the tools."""
+
+
+def _opening_task(episode: ChatEpisode, env_id: str, seed: int) -> TraceTaskData:
+    system, *turns = episode.open(seed)
+    if system.get("role") != "system" or not turns:
+        raise ValueError(f"{env_id} seed {seed}: the opening is not a system prompt and a first turn")
+    prompt: str | list[vf.UserMessage] = (turns[0]["content"] if len(turns) == 1
+                                           else [vf.UserMessage(content=m["content"]) for m in turns])
+    return TraceTaskData(name=f"{env_id}#{seed}", env_id=env_id, seed=seed, system_prompt=system["content"],
+                         prompt=prompt)
+
+
+class TraceTaskset(vf.Taskset[TraceTask, TraceTasksetConfig]):
+    """One task per seed of ``config.env_id``; raises ``gymnasium.error.Error`` for an unknown id and
+    ``ValueError`` for an empty seed list."""
+
+    def load(self) -> Iterator[TraceTask]:
+        cfg = self.config
+        if not cfg.seeds:
+            raise ValueError("seeds is empty")
+        episode = ChatEpisode(_make_env(cfg.env_id, cfg.env_kwargs), tool_format=cfg.tool_format,
+                              tool_listing=cfg.tool_listing)
+        try:
+            tasks = [TraceTask(_opening_task(episode, cfg.env_id, int(s)), cfg.task) for s in cfg.seeds]
+        finally:
+            episode.env.close()
+        yield from tasks
+
+
+class TraceHarnessConfig(vf.HarnessConfig):
+    """The model side's knobs (``--env.agent.harness.*``)."""
+
+    request_timeout: float = 600.0
+    """Seconds one chat completion may take."""
+
+
+def _wire(message: Any) -> dict[str, Any]:
+    role = message.get("role") if isinstance(message, dict) else message.role
+    content = message.get("content") if isinstance(message, dict) else message.content
+    if isinstance(content, list):  # content parts: the text ones
+        content = "".join(p.get("text", "") if isinstance(p, dict) else getattr(p, "text", "") or "" for p in content)
+    return {"role": role, "content": content or ""}
+
+
+class TraceHarness(vf.Harness[TraceHarnessConfig]):
+    """One chat completion per turn, in process, through the interception ``endpoint`` (text only:
+    the system prompt lists the tools and the reply is parsed by the env's action grammar)."""
+
+    APPENDS_SYSTEM_PROMPT = True
+    SUPPORTS_RESUME = True
+    EXECUTES_CODE = False
+    NEEDS_CONTAINER = False
+
+    async def launch(self, ctx: Any, trace: Any, runtime: Any, endpoint: str, secret: str,
+                     mcp_urls: dict[str, str], data: vf.TaskData, **_: Any) -> vf.ProgramResult:
+        system, prompt = self.resolve_prompt(data)
+        messages = [{"role": "system", "content": system}] if system else []
+        if isinstance(prompt, str):
+            messages.append({"role": "user", "content": prompt})
+        else:
+            messages.extend(_wire(m) for m in prompt or [])
+        client = OpenAIChatClient(endpoint, model=ctx.model, api_key=secret, max_retries=0,
+                                  timeout=self.config.request_timeout)
+        reply = await asyncio.to_thread(client.chat, messages)
+        return vf.ProgramResult(exit_code=0, stdout=reply.content or "", stderr="")
+
+
+class TraceEnvConfig(vf.EnvConfig):
+    """The env's one role, ``agent`` (``--env.agent.max-turns`` caps an episode's model turns).  Its
+    harness runs in this process, so its runtime is the local one (verifiers' default is a remote sandbox)."""
+
+    agent: vf.AgentConfig = vf.AgentConfig(max_turns=30, runtime=vf.SubprocessConfig())
+
+
+class TraceEnv(vf.Env[TraceEnvConfig]):
+    """Plays each task's seed of its trace env against the ``agent`` role and records the env's reward."""
+
+    async def run(self, task: TraceTask, agents: Any) -> None:
+        cfg = self.taskset.config
+        episode = ChatEpisode(_make_env(task.data.env_id, cfg.env_kwargs), tool_format=cfg.tool_format,
+                              tool_listing=cfg.tool_listing)
+        try:
+            if _opening_task(episode, task.data.env_id, task.data.seed).prompt != task.data.prompt:
+                raise ValueError(f"the task's prompt is not the opening of {task.data.env_id} seed {task.data.seed}")
+            async with agents.agent.interaction(task) as interaction:
+                segment = await interaction.turn()
+                while not segment.terminated:
+                    replies, _, done, _ = episode.act(segment.last_reply)
+                    if done:
+                        break
+                    segment = await interaction.turn([vf.UserMessage(content=m["content"]) for m in replies])
+            reward = episode.close_scored()
+            trace = interaction.trace
+            trace.record_reward("env_reward", reward, 1.0)
+            parts = episode.info.get("reward_info") or {}
+            trace.record_metrics({k: float(v) for k, v in parts.items()
+                                  if isinstance(v, int | float) and not isinstance(v, bool)})
+            trace.info["termination_reason"] = episode.info.get("termination_reason") or "max_turns"
+        finally:
+            episode.env.close()
+
+
+def load_environment(env_id: str = DEFAULT_ENV_ID, *, seeds: Iterable[int] = range(64),
+                     env_kwargs: dict[str, Any] | None = None, max_turns: int = 30, tool_format: str = "hermes",
+                     tool_listing: str = DEFAULT_TOOL_LISTING) -> TraceEnv:
+    """A :class:`TraceEnv` over ``env_id``'s ``seeds``, its agent on :class:`TraceHarness`.
+
+    The env's config names the ``trace-gym-env`` taskset module (``examples/verifiers/``), which
+    verifiers imports to load the taskset and harness classes: install it first.
     """
-    dataset = seed_dataset(env_id, seeds, env_kwargs, tool_format=tool_format, tool_listing=tool_listing)
-    eval_dataset = (seed_dataset(env_id, eval_seeds, env_kwargs, tool_format=tool_format, tool_listing=tool_listing)
-                    if eval_seeds is not None else None)
-    return TraceMultiTurnEnv(trace_env_id=env_id, env_kwargs=env_kwargs, tool_format=tool_format, tool_listing=tool_listing,
-                             dataset=dataset, eval_dataset=eval_dataset, max_turns=max_turns, env_id=env_id, **kwargs)
+    config = TraceEnvConfig(
+        taskset=TraceTasksetConfig(id="trace-gym-env", env_id=env_id, seeds=[int(s) for s in seeds],
+                                   env_kwargs=dict(env_kwargs or {}), tool_format=tool_format,
+                                   tool_listing=tool_listing),
+        agent=vf.AgentConfig(max_turns=max_turns, runtime=vf.SubprocessConfig()),
+    )
+    return TraceEnv(config)
