@@ -117,7 +117,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         max_train_steps=1, gepa_val=2, gepa_minibatch=1, base_tasks=4, calib_seeds=1, calib_samples=1,
         routing_seeds=1, min_capabilities=1, max_capabilities=1, cap_warm_demos=1),
     "cpu-toolsandbox": dict(
-        target="trace/toolsandbox-v0", model="smollm2", budget=168, trials=1, n_train_tasks=32, n_test_tasks=32,
+        target="trace/toolsandbox-v0", model="smollm2", budget=168, trials=1, n_train_tasks=None, n_test_tasks=32,
         success=0.7, env_kwargs={"max_steps": 12}, cap_env_kwargs={"max_steps": 8},
         gen={"max_new_tokens": 96, "temperature": 0.7, "batch_size": 8},
         train={"num_generations": 4, "seeds_per_step": 1, "max_resamples": 0, "max_new_tokens_per_turn": 64,
@@ -126,8 +126,9 @@ PRESETS: dict[str, dict[str, Any]] = {
                "gradient_checkpointing": False},
         gepa_val=4, gepa_minibatch=2, base_tasks=24, base_samples=1, calib_seeds=2, calib_samples=2, routing_seeds=5,
         band=[0.2, 0.6], tune_rounds=1, max_capabilities=3, batch_size=8, cap_warm_demos=24, trace_grpo_steps=0,
-        cap_rehearsal=True, cap_rehearse_base=True, cap_knobs={"withheld_weight": 0.33}, router_rule="cover",
-        methods=["base", "grpo", "gepa", "trace", "single", "joint", "oracle"]),
+        cap_rehearsal=True, cap_rehearse_base=True, cap_knobs={"withheld_weight": 0.5}, router_rule="needs",
+        adapter_choice="select", select_tasks=16, need_examples=24,
+        methods=["base", "grpo", "gepa", "trace", "classifier", "single", "joint", "oracle", "ideal"]),
     "gpu": dict(
         target="trace/tau2-retail-v0", model="Qwen/Qwen2.5-7B-Instruct", budget=512, trials=4,
         env_kwargs={"max_steps": 30}, cap_env_kwargs={"max_steps": 30},
@@ -159,6 +160,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--router-outcomes", type=int, default=None, metavar="N",
                     help="TRACE's routing also learns from outcomes: each adapter plays the first N base-rollout "
                          "scenarios (charged), the best scoring source labels each (a stored run reruns from routing on)")
+    ap.add_argument("--adapter-choice", default=None, choices=("per-capability", "joint", "select"),
+                    help="TRACE's adapters: per capability, one joint adapter, or whichever does better on learning tasks "
+                         "(select; needs --router-rule needs; a stored run reruns from training on)")
     ap.add_argument("--rehearse-peers", action=argparse.BooleanOptionalAction, default=None,
                     help="each TRACE adapter's SFT also rehearses the other adapters' demonstrations, for "
                          "sft_max_steps × the envs it learns from (a stored run reruns from training on)")
@@ -183,6 +187,8 @@ def config_of(args: argparse.Namespace) -> Any:
         fields["router_rule"] = args.router_rule
     if args.router_outcomes is not None:
         fields["router_outcomes"] = args.router_outcomes
+    if args.adapter_choice is not None:
+        fields["adapter_choice"] = args.adapter_choice
     if args.rehearse_peers is not None:
         fields["cap_rehearse_peers"] = args.rehearse_peers
     if args.methods:

@@ -10,7 +10,8 @@ import pytest
 
 from tests.extras import need
 from trace_gym.pipeline import RolloutJob, Target
-from trace_gym.pipeline.learn import TrainedAdapter, build_router, held_out_routing
+from trace_gym.pipeline.learn import TrainedAdapter
+from trace_gym.pipeline.routing import build_router, held_out_routing
 from trace_gym.pipeline.stages import analyze, play_rollouts, synthesize_envs
 
 ENV_ID = "trace/tau2-retail-v0"

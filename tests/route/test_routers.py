@@ -254,7 +254,7 @@ def test_a_setting_the_rule_does_not_read_is_an_error():
     emb = Embedder()
     index = RouterIndex(emb.model_name)
     index.add(["hello"], ["cap-a"], ["s0"], emb.encode(["hello"]), [None])
-    assert RULES == ("vote", "gate", "cover") and set(RULE_TYPES) == set(RULES)
+    assert RULES == ("vote", "gate", "cover", "needs") and set(RULE_TYPES) == set(RULES)
     for given in ({"k": 3}, {"balance": False}, {"tool_weight": 0.0}, {"fallback": "cap-a"}):
         with pytest.raises(ValueError, match="'cover' routing rule does not use"):
             RetrievalRouter(index, emb, rule="cover", **given)

@@ -52,7 +52,7 @@ class CapabilityTasks:
         self._env: Any = None
         self._peeked: dict[int, tuple[str, list[dict[str, Any]], tuple[str, ...], bool]] = {}
 
-    def _peek(self, task_id: str) -> tuple[str, list[dict[str, Any]], tuple[str, ...], bool]:
+    def _peek(self, task_id: str) -> tuple[str, list[dict[str, Any]], tuple[str, ...], bool, tuple[str, ...]]:
         seed = scenario_seed(task_id)
         if seed not in self._peeked:
             if self._env is None:
@@ -60,7 +60,10 @@ class CapabilityTasks:
             self._env.reset(seed=seed)
             sc = self._env.scenario
             communicate = tuple(str(p) for r in sc.rewards if r.get("type") == "communicated" for p in r.get("all_of") or ())
-            self._peeked[seed] = (sc.name, [dict(s) for s in sc.reference], communicate, sc.allowed)
+            spec = self._env.cap_spec
+            offered = next((c.get("tools") for c in spec.cases if c["name"] == sc.name), None)
+            missing = tuple(sorted(set(spec.tool_names) - set(offered))) if offered is not None and not sc.allowed else ()
+            self._peeked[seed] = (sc.name, [dict(s) for s in sc.reference], communicate, sc.allowed, missing)
         return self._peeked[seed]
 
     # ------------------------------------------------------------------ TaskSource
@@ -80,10 +83,11 @@ class CapabilityTasks:
         return {self.option_key: scenario_seed(task_id)}
 
     def gold(self, task_id: str) -> Gold:
-        case, reference, communicate, allowed = self._peek(task_id)
+        case, reference, communicate, allowed, missing = self._peek(task_id)
         actions = tuple({"name": s["call"], "arguments": dict(s.get("args") or {})} for s in reference if "call" in s)
         return Gold(actions=actions, write_tools=self._write_tools, communicate=communicate,
-                    details={"case": case, "allowed": allowed, "reference": reference})
+                    details={"case": case, "allowed": allowed, "reference": reference}, refuse=not allowed,
+                    missing=missing)
 
     def group(self, task_id: str) -> str:
         return self._peek(task_id)[0]

@@ -19,8 +19,9 @@ from . import methods as M
 
 __all__ = ["CompareConfig", "METHODS", "DEFAULT_METHODS", "DEFAULT_TRAIN", "EVAL_SEED_OFFSET", "TRAIN_SEED_STRIDE"]
 
-# ``joint`` and ``oracle`` are reference rows built from TRACE's work (see :mod:`trace_gym.compare.reference`)
-METHODS = ("base", "grpo", "gepa", "trace", "single", "joint", "oracle")
+# ``joint``, ``oracle`` and ``ideal`` are reference rows built from TRACE's work (see :mod:`trace_gym.compare.reference`);
+# ``classifier`` is TRACE's adapters routed by the paper's classifier router (the base model scoring the labels)
+METHODS = ("base", "grpo", "gepa", "trace", "classifier", "single", "joint", "oracle", "ideal")
 DEFAULT_METHODS = ("base", "grpo", "gepa", "trace", "single")  # the reference rows are asked for by name
 EVAL_SEED_OFFSET = 1000  # the evaluation's trial seeds start at seed + this (1000 at seed 0, as runs made before)
 TRAIN_SEED_STRIDE = 10_000  # GRPO's env seeds start at seed × this unless ``train`` sets train_seed_start (0 at seed 0)
@@ -87,7 +88,12 @@ class CompareConfig:
     # their envs, charged in their own stages), for sft_max_steps × the envs it then learns from, so that a
     # conversation routed to it from another capability is still handled.  Needs cap_warm_demos.
     cap_rehearse_peers: bool = False
-    router_rule: str = "vote"  # retrieval routing rule: "vote", "gate" or "cover" (see RetrievalRouter)
+    router_rule: str = "vote"  # retrieval routing rule: "vote", "gate", "cover" or "needs" (see RetrievalRouter)
+    # TRACE only: "per-capability" adapters, or also one "joint" adapter on what they all learned from (the needs rule
+    # routes to it), or "select": whichever of the two does better on learning tasks (pipeline.selection, charged)
+    adapter_choice: str = "per-capability"
+    select_tasks: int = 16   # learning tasks each candidate plays under "select"
+    need_examples: int = 24  # train tasks of each adapter's env the needs rule's gate reads (pipeline.gate)
     # TRACE only: routing learned from outcomes.  N > 0: the routing stage also plays each trained adapter on the
     # first N train tasks of TRACE's base rollouts (charged to TRACE's budget, N × adapters rollouts) and adds one
     # example per task labelled with whichever of the base model and the adapters scored best (ties: the base
@@ -130,7 +136,7 @@ class CompareConfig:
             raise ValueError(f"trials must be >= 1, got {self.trials}")
         if self.cap_warm_demos < 0:
             raise ValueError(f"cap_warm_demos must be >= 0, got {self.cap_warm_demos}")
-        for m in ("single", "joint", "oracle"):
+        for m in ("single", "joint", "oracle", "ideal", "classifier"):
             if m in self.methods and "trace" not in self.methods:
                 raise ValueError(f"method {m!r} reuses the adapters (or capabilities) trained by 'trace'; add 'trace'")
         if "joint" in self.methods and not self.cap_warm_demos:
@@ -176,6 +182,18 @@ class CompareConfig:
             raise ValueError(f"cap_knobs maps knob names to numbers, got {bad_knobs}")
         if self.router_rule not in RULES:
             raise ValueError(f"router_rule must be one of {list(RULES)}, got {self.router_rule!r}")
+        from ..pipeline.selection import ADAPTER_CHOICES
+
+        if self.adapter_choice not in ADAPTER_CHOICES:
+            raise ValueError(f"adapter_choice must be one of {list(ADAPTER_CHOICES)}, got {self.adapter_choice!r}")
+        if self.adapter_choice == "select" and self.router_rule != "needs":
+            raise ValueError("adapter_choice 'select' needs router_rule 'needs' (it plays both candidates where the gate passes)")
+        for name in ("select_tasks", "need_examples"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if "ideal" in self.methods and "joint" not in self.methods:
+            raise ValueError("method 'ideal' takes the joint adapter's evaluation where no needed tool is missing: add 'joint'")
         from ..policies.engine import ENGINES
 
         if self.engine not in ENGINES:

@@ -103,6 +103,35 @@ def adapter_policy(model: str, manifest: str | Path, name: str | None, *, seed: 
     return pol
 
 
+def classifier_policy(model: str, weights: str, manifest: str | Path, trace: dict[str, Any], *, seed: int,
+                      gen: dict[str, Any], policy_id: str) -> Any:
+    """TRACE's per-capability adapters routed by the paper's classifier router: the base model (``weights``, loaded
+    with transformers for scoring, whatever acts) picks one of the adapters' capabilities or none from their
+    definitions, the nearest indexed examples and the conversation's request and offered tools
+    (:class:`~trace_gym.route.classifier.ClassifierRouter`)."""
+    import json
+
+    from ..route.classifier import ClassifierRouter
+    from ..route.index import RouterIndex
+    from ..route.policy import AdapterPolicy, RoutedPolicy
+    from ..route.registry import AdapterRegistry
+    from ..route.retrieval import RetrievalRouter
+    from ..train.models import load_model_and_tokenizer
+
+    adapters = [a["adapter"] for a in trace.get("adapters") or []]
+    caps = json.loads(Path(trace["analysis"]["capabilities_json"]).read_text(encoding="utf-8"))["capabilities"]
+    definitions = {c["capability"]: c.get("definition") or "" for c in caps}
+    descriptions = {a["adapter"]: definitions.get(a["capability"], a["capability"]) for a in trace.get("adapters") or []}
+    scorer, tokenizer = load_model_and_tokenizer(weights[3:] if weights.startswith("hf:") else weights, seed=seed)
+    scorer.eval()
+    router = ClassifierRouter(scorer, tokenizer, retrieval=RetrievalRouter(RouterIndex.load(trace["routing"]["index"])),
+                              labels=adapters, descriptions=descriptions)
+    base = load_base_policy(model, seed=seed, **gen)
+    pol = RoutedPolicy(AdapterPolicy(base, AdapterRegistry(manifest), names=adapters), router, {a: a for a in adapters})
+    pol.policy_id = policy_id
+    return pol
+
+
 # ----------------------------------------------------------------------------- targets
 def target_domain(env_id: str, env_kwargs: dict[str, Any] | None = None) -> str | None:
     """The tool domain of a target that capability envs can be synthesized for, or ``None`` (its task source's)."""
@@ -230,7 +259,8 @@ def held_out_routing_of(trace: dict[str, Any], base_store: str | Path, *, seed: 
     """Where TRACE's router sends the held-out tasks, against the analysis labels of the base model's episodes on
     them (:func:`trace_gym.pipeline.learn.held_out_routing`); ``None`` without a router index or base episodes."""
     from ..eval.floor import RefusalPolicy
-    from ..pipeline.learn import TrainedAdapter, held_out_routing
+    from ..pipeline.learn import TrainedAdapter
+    from ..pipeline.routing import held_out_routing
     from ..pipeline.stages import Analysis
     from ..rollout import TrajectoryStore
 

@@ -61,7 +61,17 @@ from ..progress import track
 from ..tau2.entries import env_id_for
 from . import methods as M
 from .config import METHODS, CompareConfig
-from .reference import JOINT, ORACLE_NOTE, adapter_stage, adapter_store, oracle_eval, train_joint
+from .reference import (
+    IDEAL,
+    IDEAL_NOTE,
+    JOINT,
+    ORACLE_NOTE,
+    adapter_stage,
+    adapter_store,
+    ideal_eval,
+    oracle_eval,
+    train_joint,
+)
 from .resume import check_config
 
 __all__ = ["CompareConfig", "run_compare", "run_scaling", "METHODS", "base_survey", "trace_plan", "base_jobs"]
@@ -165,8 +175,10 @@ def base_jobs(cfg: CompareConfig, tasks: list[Any]) -> list[RolloutJob]:
     return [RolloutJob(f"base:{cfg.model}", str(t), cfg.seed + s, None) for t in tasks for s in range(cfg.base_samples)]
 
 
-def trace_plan(cfg: CompareConfig, budget: RolloutBudget, root: Path, tasks: list[Any]) -> TracePlan:
-    """The TRACE loop as compare runs it: every rollout charged to ``budget``, files under ``root/trace``."""
+def trace_plan(cfg: CompareConfig, budget: RolloutBudget, root: Path, tasks: list[Any],
+               learning: list[Any] | None = None) -> TracePlan:
+    """The TRACE loop as compare runs it: every rollout charged to ``budget``, files under ``root/trace``;
+    ``learning`` is the train split the needs rule's gate learns from (default: ``tasks``)."""
     def base_policy() -> Any:
         pol = cfg.base_policy()
         pol.policy_id = f"base:{cfg.model}"
@@ -181,7 +193,9 @@ def trace_plan(cfg: CompareConfig, budget: RolloutBudget, root: Path, tasks: lis
         warm_demos=cfg.cap_warm_demos, rehearsal=_rehearsal(cfg), rehearse_base=cfg.cap_rehearse_base,
         rehearse_peers=cfg.cap_rehearse_peers, name_adapter=lambda i, cap: f"cap-{i}-{cap}",
         routing_seeds=cfg.routing_seeds, router_rule=cfg.router_rule, embedder=cfg.embedder, budget=budget,
-        router_outcomes=cfg.router_outcomes,
+        router_outcomes=cfg.router_outcomes, adapter_choice=cfg.adapter_choice, select_tasks=cfg.select_tasks,
+        need_examples=cfg.need_examples, learning_tasks=[str(t) for t in (learning if learning is not None else tasks)],
+        batch_size=cfg.batch_size,
         adapter_policy=lambda name: M.adapter_policy(cfg.acting_spec, root / "trace" / "adapters" / "manifest.json", name,
                                                      seed=cfg.seed, gen=cfg.gen, policy_id=f"adapter:{name}"),
         rollouts_path=root / "trace" / "base_rollouts.jsonl", index_path=root / "trace" / "router_index")
@@ -211,7 +225,7 @@ def _trace(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any], st: S
     tasks = _base_tasks(cfg, B, train_tasks)
     if budget.total < len(tasks) * cfg.base_samples or not tasks:
         return {"skipped": f"budget {B} cannot cover the base rollouts", "rollouts": 0, "budget": budget.to_dict()}
-    run = run_trace(trace_plan(cfg, budget, root, tasks), st, prefix="trace_")
+    run = run_trace(trace_plan(cfg, budget, root, tasks, train_tasks), st, prefix="trace_")
     if run.skipped:
         return {"skipped": run.skipped, "rollouts": 0, "budget": budget.to_dict()}
     out: dict[str, Any] = {}
@@ -220,6 +234,8 @@ def _trace(cfg: CompareConfig, B: int, root: Path, train_tasks: list[Any], st: S
         if res is not None:
             out["base_rollouts" if name == "rollouts" else name] = res.to_dict()
     out["adapters"] = [a.to_dict() for a in run.adapters]
+    if run.training is not None and run.training.joint is not None:
+        out["joint"] = run.training.joint.to_dict()
     if run.note:
         out["note"] = run.note
     if cfg.trace_grpo_steps == 0 and run.adapters:
@@ -271,6 +287,11 @@ def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: P
     from ..route.index import RouterIndex
     from ..route.policy import RoutedPolicy
     from ..route.retrieval import RetrievalRouter
+
+    if method == "classifier":
+        return (M.classifier_policy(cfg.acting_spec, cfg.weights_spec, manifest, result, seed=cfg.seed, gen=gen,
+                                    policy_id=f"classifier:{Path(root).name}"),
+                f"{len(adapters)} adapter(s) routed by the base model as a classifier over their capabilities")
 
     if result.get("routing", {}).get("skipped"):  # no router: the best adapter answers every conversation
         best = _best(adapters)
@@ -367,7 +388,10 @@ def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budge
                 trained[m] = trained["trace"]
         if JOINT in cfg.methods:
             trained[JOINT] = trained["trace"] if trained["trace"].get("skipped") else st.run(JOINT, lambda: train_joint(
-                cfg, trained["trace"], root, trace_plan(cfg, None, root, _base_tasks(cfg, B, splits["train"]))))
+                cfg, trained["trace"], root, trace_plan(cfg, None, root, _base_tasks(cfg, B, splits["train"]), splits["train"])))
+        for m in ("classifier", IDEAL):
+            if m in cfg.methods:
+                trained[m] = trained["trace"]
     forced = _forced_evals(cfg, trained.get("trace") or {}, root, splits["test"], st)
     shared_st = StageStore(out, log=log)  # the base model's score does not depend on B
 
@@ -384,7 +408,7 @@ def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budge
             ev = eval_base()
         elif res.get("skipped"):  # nothing was learned: the method is the base model
             ev = {"eval": eval_base()["eval"], "note": f"base model ({res['skipped']})"}
-        elif method in ("trace", "single", "oracle") and not res.get("adapters"):
+        elif method in ("trace", "single", "oracle", "classifier", IDEAL) and not res.get("adapters"):
             ev = {"eval": eval_base()["eval"], "note": res.get("note", "no adapter: the base model")}
         elif method == "single":
             best = _best(res["adapters"])["adapter"]
@@ -393,6 +417,14 @@ def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budge
             oracle = oracle_eval(eval_base()["eval"], {n: f["eval"] for n, f in forced.items()}, seed=cfg.evaluation_seed)
             picks = ", ".join(f"{n} {k}" for n, k in oracle["picks"].items())
             ev = {"eval": oracle, "note": f"{ORACLE_NOTE} (tasks from each: {picks})"}
+        elif method == IDEAL:
+            joint = results.get(JOINT) or {}
+            if joint.get("skipped") or not joint.get("eval"):
+                ev = {"eval": eval_base()["eval"], "note": "no joint adapter: the base model"}
+            else:
+                refuse = {str(t) for t in splits["test"] if _target(cfg).source.gold(str(t)).refuse}
+                ev = {"eval": ideal_eval(eval_base()["eval"], joint["eval"], refuse, seed=cfg.evaluation_seed),
+                      "note": IDEAL_NOTE}
         else:
             def do_eval(method: str = method, res: dict[str, Any] = res) -> dict[str, Any]:
                 policy, note = _policy_for(method, cfg, res, root)
@@ -404,6 +436,12 @@ def run_compare(cfg: CompareConfig, *, log: Callable[[str], None] = print, budge
                            "train_wall_s": _train_wall(res), "note": ev["note"], "eval": ev["eval"],
                            "skipped": res.get("skipped")}
     if results.get("trace") and trained.get("trace", {}).get("adapters"):  # routing on the held-out tasks
+        index = (trained["trace"].get("routing") or {}).get("index")
+        if index:
+            from ..pipeline.gate import held_out_gate
+
+            trained["trace"]["held_out_gate"] = held_out_gate(index, _target(cfg).make, [str(t) for t in splits["test"]],
+                                                              seed=cfg.evaluation_seed)
         trained["trace"]["held_out_routing"] = M.held_out_routing_of(trained["trace"], out / "eval" / "base.jsonl",
                                                                        seed=cfg.seed)
     doc = {"format": FORMAT, "config": cfg.to_dict(), "target": cfg.target, "budget": B, "seeds": {

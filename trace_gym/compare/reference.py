@@ -7,6 +7,8 @@
   and ``sft_max_steps`` × the number of adapters SFT steps, evaluated on every held-out task.  It reuses
   TRACE's selected capabilities and charged demonstrations; to rebuild the same demonstrations it replays
   the reference solutions of the capability envs (no model episode), said with its SFT cost in the ledger.
+* ``ideal`` — the ideal need gate: per held-out task the joint adapter's episode, or the base model's where
+  the task's gold says to refuse (a reference built from the held-out labels, not a method);
 * ``oracle`` — an upper reference, not a method: per held-out task, the better (by mean reward over the
   trials) of the base model and each trained TRACE adapter forced on that task, chosen with the held-out
   rewards themselves.  Each adapter gets its own forced evaluation, a resumable stage
@@ -18,13 +20,16 @@ record, an adapter whose capability env is not among the calibrated ones).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["adapter_stage", "adapter_store", "oracle_eval", "train_joint", "joint_ledger_text", "JOINT", "ORACLE_NOTE"]
+__all__ = ["adapter_stage", "adapter_store", "oracle_eval", "ideal_eval", "combined_eval", "train_joint", "joint_ledger_text",
+           "JOINT", "IDEAL", "ORACLE_NOTE", "IDEAL_NOTE"]
 
 JOINT = "joint"  # the joint adapter's name (its folder under ``<root>/joint/adapters``)
+IDEAL = "ideal"  # the ideal detector's row
+IDEAL_NOTE = ("a reference, not a method: per held-out task the joint adapter's episode, or the base model's where the "
+              "task's gold says a needed tool is missing (an ideal need gate, chosen with the held-out labels)")
 ORACLE_NOTE = ("an upper reference, not a method: per held-out task the better of the base model and each TRACE "
                "adapter forced on it, chosen with the held-out rewards themselves")
 
@@ -44,28 +49,46 @@ def oracle_eval(base: dict[str, Any], forced: dict[str, dict[str, Any]], *, seed
     evaluation) on the same held-out tasks: per task, the trials of whichever scored the highest mean reward
     (the base model on a tie, then the adapters in order), with pass^k, graded scores and the refusal floor
     recomputed; ``picks`` counts the tasks each source supplied."""
+    sources = {"base": base, **forced}
+
+    def best(t: str) -> str:
+        return max(sources, key=lambda n: (sum(sources[n]["rewards"][t]) / max(1, len(sources[n]["rewards"][t])),
+                                           -list(sources).index(n)))
+
+    return combined_eval(base, sources, best, "oracle", seed=seed)
+
+
+def ideal_eval(base: dict[str, Any], joint: dict[str, Any], refuse: set[str], *, seed: int) -> dict[str, Any]:
+    """The ideal detector's evaluation: per held-out task, the base model's trials where the task's right answer
+    is to refuse (``refuse``: its gold says so) and the joint adapter's everywhere else."""
+    return combined_eval(base, {"base": base, JOINT: joint}, lambda t: "base" if t in refuse else JOINT, IDEAL, seed=seed)
+
+
+def combined_eval(base: dict[str, Any], sources: dict[str, dict[str, Any]], pick: Any, policy: str, *,
+                  seed: int) -> dict[str, Any]:
+    """One evaluation document made of several on the same held-out tasks: per task, the trials of the source
+    ``pick(task)`` names, with pass^k, graded scores and the refusal floor recomputed; ``picks`` counts the tasks
+    each source supplied.  ``ValueError`` when a source was evaluated on other tasks than ``base``."""
     from ..eval.harness import EvalReport
     from ..eval.scores import graded_scores
 
-    sources = {"base": base, **forced}
     tasks = list(base["rewards"])
-    for name, ev in forced.items():
+    for name, ev in sources.items():
         if set(ev["rewards"]) != set(tasks):
-            raise ValueError(f"adapter {name} was evaluated on other held-out tasks than the base model")
+            raise ValueError(f"{name} was evaluated on other held-out tasks than the base model")
     results, rewards, ended, picks = {}, {}, {}, dict.fromkeys(sources, 0)
     for t in tasks:
-        best = max(sources, key=lambda n: (sum(sources[n]["rewards"][t]) / max(1, len(sources[n]["rewards"][t])),
-                                           -list(sources).index(n)))
-        src = sources[best]
+        chosen = pick(t)
+        src = sources[chosen]
         results[t], rewards[t] = list(src["results"][t]), list(src["rewards"][t])
         ended[t] = list((src.get("ended") or {}).get(t) or [])
-        picks[best] += 1
+        picks[chosen] += 1
     groups: dict[str, list[str]] = {}
     for t, gs in (base.get("task_groups") or {}).items():
         for g in gs:
             groups.setdefault(g, []).append(t)
     floor = dict((base.get("refusal_floor") or {}).get("rewards") or {})
-    rep = EvalReport(base.get("env_id", ""), "oracle", int(base["trials"]), results, rewards, groups, floor=floor,
+    rep = EvalReport(base.get("env_id", ""), policy, int(base["trials"]), results, rewards, groups, floor=floor,
                      ended=ended if all(ended.values()) else {})
     doc = rep.to_dict()
     doc["scores"] = graded_scores(doc, seed=seed)
@@ -75,54 +98,42 @@ def oracle_eval(base: dict[str, Any], forced: dict[str, dict[str, Any]], *, seed
 
 
 def train_joint(cfg: Any, trace: dict[str, Any], root: Path, plan: Any) -> dict[str, Any]:
-    """The ``joint`` adapter (module docstring) under ``<root>/joint/adapters/joint``; returns its summary.
+    """The ``joint`` adapter (module docstring); returns its summary.
 
     ``trace`` is TRACE's summary (its adapters and calibration), ``plan`` the :class:`~trace_gym.pipeline.TracePlan`
-    it ran with (its rehearsal is rebuilt from it)."""
-    from ..pipeline.learn import adapter_train_config, replayed_demonstrations
+    it ran with (its rehearsal is rebuilt from it).  When TRACE trained a joint adapter itself
+    (``adapter_choice``), that one is the row; otherwise it is trained here under ``<root>/joint/adapters/joint``
+    (:func:`trace_gym.pipeline.joint.train_joint`)."""
+    from ..pipeline.joint import train_joint as train_one
+    from ..pipeline.learn import TrainedAdapter
     from ..pipeline.loop import rehearsal_of
     from ..pipeline.stages import Rollouts
-    from ..progress import track
-    from ..train.sft import progress_callback, warm_start
+    from ..train.outputs import read_manifest
 
-    adapters = [a for a in trace.get("adapters") or [] if int(a.get("demonstrations") or 0) > 0]
-    if not adapters:
-        return {"skipped": "TRACE trained no adapter with demonstrations: nothing to train a joint adapter on",
-                "rollouts": 0}
-    envs = {e["capability"]: e for e in (trace.get("calibration") or {}).get("envs") or []}
-    missing = [a["capability"] for a in adapters if a["capability"] not in envs]
-    if missing:
-        raise ValueError(f"TRACE's calibration record lacks the capability env(s) {missing} its adapters trained on")
-    out = Path(root) / JOINT / "adapters" / JOINT
-    per_adapter = int(cfg.train.get("sft_max_steps") or 0)
-    train = {**cfg.train_settings, **({"sft_max_steps": per_adapter * len(adapters)} if per_adapter else {})}
-    started = time.perf_counter()
-    demos, played, tc = [], 0, None
-    for a in adapters:
-        e = envs[a["capability"]]
-        tc = adapter_train_config(model=cfg.weights_spec, seed=cfg.seed, env_id=e["env_id"], out=out, steps=0,
-                                  train=train, run_name=JOINT)
-        report = replayed_demonstrations(e, int(a["demonstrations"]), model=cfg.weights_spec, seed=cfg.seed, train=train,
-                                         cap_env_kwargs=cfg.cap_env_kwargs)
-        demos += report.demos
-        played += sum(report.played.values())
-    rehearsal = rehearsal_of(plan, Rollouts.from_dict(trace["base_rollouts"])) if trace.get("base_rollouts") else plan.rehearsal
-    rehearsed = rehearsal.demonstrations() if rehearsal is not None else []
-    bar = track(f"SFT {JOINT} on {len(demos)} reference episodes" + (f" and {len(rehearsed)} rehearsed" if rehearsed else ""),
-                total=tc.sft_max_steps or None, unit="steps")
-    try:
-        warm_start(tc, out=out, demos=[*demos, *rehearsed], manifest=True, callbacks=[progress_callback(bar)])
-    except BaseException:
-        bar.close(aborted=True)
-        raise
-    bar.close()
-    grpo = any(int(a.get("steps") or 0) > 0 for a in adapters)
-    return {"adapter": str(out), "manifest": str(out.parent / "manifest.json"), "capabilities": [a["capability"] for a in adapters],
-            "demonstrations": len(demos), "rehearsed": len(rehearsed), "replayed": played, "sft_steps": tc.sft_max_steps,
-            "rollouts": int(trace.get("rollouts") or 0), "train_wall_s": time.perf_counter() - started,
-            "note": (f"one adapter SFT'd on the {len(demos)} demonstrations of TRACE's {len(adapters)} adapter(s) together"
-                     + (f" and the {len(rehearsed)} they rehearsed" if rehearsed else "")
-                     + f", {tc.sft_max_steps or 'epoch-based'} SFT steps, no routing (an ablation)"
+    if trace.get("joint"):
+        made = TrainedAdapter.from_dict(trace["joint"])
+        manifest = Path(made.path).parent / "manifest.json"
+    else:
+        adapters = [TrainedAdapter.from_dict(a) for a in trace.get("adapters") or []]
+        if not any(a.demonstrations > 0 for a in adapters):
+            return {"skipped": "TRACE trained no adapter with demonstrations: nothing to train a joint adapter on",
+                    "rollouts": 0}
+        envs = {e["capability"]: e for e in (trace.get("calibration") or {}).get("envs") or []}
+        rehearsal = rehearsal_of(plan, Rollouts.from_dict(trace["base_rollouts"])) if trace.get("base_rollouts") else plan.rehearsal
+        made = train_one(adapters, envs, Path(root) / JOINT / "adapters", model=cfg.weights_spec, seed=cfg.seed,
+                         train=cfg.train_settings, cap_env_kwargs=cfg.cap_env_kwargs, rehearsal=rehearsal, name=JOINT)
+        manifest = Path(root) / JOINT / "adapters" / "manifest.json"
+    entry = next(a for a in read_manifest(manifest)["adapters"] if a.get("path") == made.path)
+    caps = list(entry.get("capabilities") or made.capability.split("+"))
+    steps = entry.get("sft_max_steps") or entry.get("steps")
+    grpo = any(int(a.get("steps") or 0) > 0 for a in trace.get("adapters") or [])
+    return {"adapter": made.path, "manifest": str(manifest), "capabilities": caps, "demonstrations": made.demonstrations,
+            "rehearsed": made.rehearsed, "replayed": int(entry.get("replayed") or 0), "sft_steps": steps,
+            "rollouts": int(trace.get("rollouts") or 0), "train_wall_s": float(made.train_wall_s or 0.0),
+            "in_trace": bool(trace.get("joint")),
+            "note": (f"one adapter SFT'd on the {made.demonstrations} demonstrations of TRACE's {len(caps)} adapter(s) "
+                     "together" + (f" and the {made.rehearsed} they rehearsed" if made.rehearsed else "")
+                     + f", {steps or 'epoch-based'} SFT steps, no routing (an ablation)"
                      + ("; no GRPO (TRACE's adapters had GRPO steps after their SFT)" if grpo else ""))}
 
 

@@ -18,10 +18,11 @@ __all__ = ["oracle_text", "warm_start_text", "table_rows", "markdown_table", "ri
            "plot_methods", "render_outputs", "render_scaling", "plot_scaling", "redraw"]
 
 LABELS = {"base": "base", "grpo": "GRPO on target", "gepa": "GEPA", "trace": "TRACE (routed)",
-          "single": "single capability adapter", "joint": "joint adapter (no routing)",
-          "oracle": "oracle (reference)"}
+          "classifier": "TRACE, classifier router", "single": "single capability adapter",
+          "joint": "joint adapter (no routing)", "oracle": "oracle (reference)", "ideal": "ideal need gate (reference)"}
 SHORT = {"GRPO on target": "GRPO", "TRACE (routed)": "TRACE", "single capability adapter": "single adapter",
-         "joint adapter (no routing)": "joint", "oracle (reference)": "oracle"}  # terminal heads
+         "joint adapter (no routing)": "joint", "oracle (reference)": "oracle", "TRACE, classifier router": "classifier",
+         "ideal need gate (reference)": "ideal"}  # terminal heads
 
 
 def oracle_text(methods: Any) -> str:
@@ -169,7 +170,34 @@ def routing_markdown(doc: dict[str, Any]) -> str:
     rule = f" (rule `{train['rule']}`)" if train.get("rule") and train["rule"] != "vote" else ""
     return (f"\n\nTRACE's routing{rule} of the {rep['n']} held-out tasks: the analysis label of the base model's episode "
             f"(rows) against the adapter the router chose (columns); {rep['correct']}/{rep['n']} agree.{loo}\n\n"
-            + "\n".join(lines) + "\n" + outcomes_markdown(train))
+            + "\n".join(lines) + "\n" + gate_markdown(doc) + outcomes_markdown(train))
+
+
+def gate_markdown(doc: dict[str, Any]) -> str:
+    """The needs rule's gate: how it was calibrated on the learning tasks, what it chose between per-capability
+    adapters and the joint one, and (a diagnostic, after the fact) how it judged the held-out tasks."""
+    trace = doc.get("details", {}).get("trace") or {}
+    routing = trace.get("routing") or {}
+    cal = (routing.get("gate") or {}).get("calibration")
+    if not cal:
+        return ""
+    out = [f"\nThe need gate, calibrated on the {cal['n']} learning tasks (each left out in turn): {cal['correct']}/{cal['n']} "
+           f"right, {cal['missed_refusals']} refusal(s) missed, {cal['false_refusals']} answerable task(s) kept for the "
+           f"base model (need threshold {cal['need_threshold']}, refusal threshold {cal['refusal_threshold']}, examples "
+           f"{'+'.join(cal['origins'])})."]
+    sel = routing.get("selection") or {}
+    if sel.get("n"):
+        means = ", ".join(f"{k} {v:.3f}" for k, v in sel["mean"].items())
+        out.append(f"Adapters: {sel['choice']} (on {sel['n']} learning tasks the gate passes, mean reward {means}; "
+                   f"{sel['rollouts']} rollouts in the routing row of the ledger).")
+    elif routing.get("adapters_choice"):
+        out.append(f"Adapters: {routing['adapters_choice']}.")
+    held = trace.get("held_out_gate")
+    if held and held.get("n"):
+        out.append(f"On the {held['n']} held-out tasks (a diagnostic, after the fact): {held['correct']}/{held['n']} right; "
+                   f"{held['caught']}/{held['refusals']} insufficient-information tasks kept for the base model, "
+                   f"{held['false_refusals']}/{held['answerable']} answerable ones kept too.")
+    return " ".join(out) + "\n"
 
 
 def outcomes_markdown(routing: dict[str, Any]) -> str:

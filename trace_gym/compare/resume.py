@@ -30,7 +30,8 @@ __all__ = ["FREE_KEYS", "RERUN_FROM", "check_config"]
 FREE_KEYS = {"out", "methods", "survey_domains", "survey_tasks", "batch_size"}  # may change between resumes
 RERUN_FROM = {"cap_knobs": "calibration", "cap_rehearsal": "training", "cap_rehearse_base": "training",
               "cap_rehearse_peers": "training",
-              "router_rule": "routing", "router_outcomes": "routing", "embedder": "routing"}
+              "router_rule": "routing", "router_outcomes": "routing", "embedder": "routing",
+              "adapter_choice": "training", "select_tasks": "routing", "need_examples": "routing"}
 
 
 def _stale(first: str, root: Path) -> list[str]:

@@ -54,15 +54,19 @@ class Gold:
     ``actions`` are the agent's reference tool calls in order, each ``{"name": str,
     "arguments": dict}``; ``write_tools`` names the tools that change the world state
     (so the expected writes are the actions that call one, :attr:`writes`);
-    ``communicate`` lists facts the agent must tell the user; ``details`` holds the
-    benchmark's own form of the reference (τ²-bench: the task's ``evaluation_criteria``).
-    Never shown to the agent.
+    ``communicate`` lists facts the agent must tell the user; ``refuse`` says that the right answer is to
+    tell the user the request cannot be done (e.g. a tool it needs is not offered), so ``actions`` lists what
+    the request would need, not what the agent should call, and ``missing`` names the tools withheld from it
+    where the benchmark says so; ``details`` holds the benchmark's own form of the reference (τ²-bench: the
+    task's ``evaluation_criteria``).  Never shown to the agent.
     """
 
     actions: tuple[Mapping[str, Any], ...]
     write_tools: frozenset[str]
     communicate: tuple[str, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
+    refuse: bool = False
+    missing: tuple[str, ...] = ()
 
     @property
     def writes(self) -> tuple[Mapping[str, Any], ...]:

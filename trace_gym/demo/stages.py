@@ -291,7 +291,7 @@ def held_out_route(ctx: Context, evaluation: Any) -> dict[str, Any] | None:
     base model's own held-out episodes); printed as a confusion table and written to ``routing_held_out.json``.
     ``None`` when no routed policy was evaluated."""
     from ..eval.floor import RefusalPolicy
-    from ..pipeline.learn import held_out_routing
+    from ..pipeline.routing import held_out_routing
     from ..rollout import TrajectoryStore
 
     r = ctx.results

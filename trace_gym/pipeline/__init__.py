@@ -33,10 +33,8 @@ from .learn import (
     Evaluation,
     ForfeitOnError,
     Rehearsal,
-    Routing,
     TrainedAdapter,
     Training,
-    build_router,
     evaluate_policies,
     evaluate_policy,
     kept_rollouts,
@@ -46,6 +44,7 @@ from .learn import (
     worst_rollouts_per_step,
 )
 from .loop import STAGES, TracePlan, TraceRun, adapter_name, run_trace, training_reserve
+from .routing import Routing, build_router
 from .stages import (
     Analysis,
     Calibration,

@@ -27,16 +27,15 @@ from typing import Any
 from .budget import RolloutBudget
 from .learn import (
     Rehearsal,
-    Routing,
     Training,
     base_successes,
-    build_router,
     plan_train_steps,
     replayed_demonstrations,
     train_capability,
     worst_rollouts_per_step,
 )
 from .outcomes import OutcomeRouting
+from .routing import Routing, build_router
 from .stages import (
     Analysis,
     Calibration,
@@ -98,9 +97,18 @@ class TracePlan:
     rehearse_peers: bool = False
     max_train_steps: int | None = None
     name_adapter: Callable[[int, str], str] = lambda i, cap: adapter_name(cap)
+    # ... and, unless "per-capability", one joint adapter on what they all learned from (pipeline.joint); with the
+    # needs rule, "joint" routes every conversation the gate passes to it and "select" lets the learning tasks choose
+    # (pipeline.selection: ``select_tasks`` of them played by each candidate, charged to routing)
+    adapter_choice: str = "per-capability"
+    select_tasks: int = 16
     # 6. routing
     routing_seeds: int = 2
     router_rule: str = "vote"                    # RetrievalRouter's rule, stored with the index
+    # the needs rule's gate learns from these learning tasks of the target (default: the tasks of ``jobs``) and from
+    # ``need_examples`` train tasks of each adapter's env (pipeline.gate)
+    learning_tasks: list[str] | None = None
+    need_examples: int = 24
     # routing from outcomes: each adapter also plays the first N train tasks of 1. (charged), and the router learns
     # from which of the base model and the adapters scored best on each (pipeline.outcomes); needs adapter_policy
     router_outcomes: int = 0
@@ -115,6 +123,15 @@ class TracePlan:
     index_path: Path | None = None
 
     def __post_init__(self) -> None:
+        from .selection import ADAPTER_CHOICES
+
+        if self.adapter_choice not in ADAPTER_CHOICES:
+            raise ValueError(f"adapter_choice must be one of {list(ADAPTER_CHOICES)}, got {self.adapter_choice!r}")
+        if self.adapter_choice == "select" and self.router_rule != "needs":
+            raise ValueError("adapter_choice 'select' plays both candidates where the needs rule's gate passes: set "
+                             "router_rule 'needs'")
+        if self.select_tasks < 1 or self.need_examples < 1:
+            raise ValueError(f"select_tasks and need_examples must be >= 1, got {self.select_tasks}, {self.need_examples}")
         self.root = Path(self.root)
         self.rollouts_path = Path(self.rollouts_path or self.root / "rollouts.jsonl")
         self.analysis_dir = Path(self.analysis_dir or self.root / "analysis")
@@ -204,11 +221,27 @@ def run_trace(plan: TracePlan, store: StageStore, *, prefix: str = "",
     # 6. routing: the index that sends each conversation to an adapter or to none
     specs = {e["capability"]: e["spec"] for e in run.calibration.envs}
     tuned = {e["capability"]: env_kwargs_for(e, plan.cap_env_kwargs) for e in run.calibration.envs}
+    joint = run.training.joint.adapter if run.training.joint is not None else None
     run.routing = stage("routing", lambda: build_router(
         run.training.adapters, specs, run.rollouts, run.analysis, plan.index_path, target=plan.target, seed=plan.seed,
         seeds=plan.routing_seeds, env_kwargs=plan.cap_env_kwargs, embedder=plan.embedder, budget=budget,
-        env_kwargs_by_capability=tuned, rule=plan.router_rule, outcomes=outcome_routing(plan)), Routing)
+        env_kwargs_by_capability=tuned, rule=plan.router_rule, outcomes=outcome_routing(plan),
+        learning_tasks=plan.learning_tasks or list(dict.fromkeys(j.task for j in plan.jobs)), joint=joint,
+        adapter_choice=plan.adapter_choice, need_examples=plan.need_examples, selection=adapter_selection(plan)), Routing)
     return run
+
+
+def adapter_selection(plan: TracePlan) -> Any:
+    """What the routing stage plays to choose between per-capability adapters and the joint one (``None`` unless
+    ``adapter_choice`` is "select"); ``ValueError`` when the plan cannot load an adapter as a policy."""
+    if plan.adapter_choice != "select":
+        return None
+    if plan.adapter_policy is None:
+        raise ValueError("adapter_choice 'select' plays the trained adapters on learning tasks: the plan needs "
+                         "adapter_policy (a trained adapter by name as a policy)")
+    from .selection import AdapterSelection
+
+    return AdapterSelection(plan.select_tasks, plan.adapter_policy, plan.adapters_dir / "selection.jsonl", plan.batch_size)
 
 
 def outcome_routing(plan: TracePlan) -> OutcomeRouting | None:
@@ -278,6 +311,12 @@ def _train_all(plan: TracePlan, calibration: Calibration, rehearsal: Rehearsal |
                              train=train, steps=steps, env_kwargs=env_kwargs_for(e, plan.cap_env_kwargs), budget=budget,
                              warm_demos=demos, rehearsal=mine if demos else None)
         (out.skipped if a.skipped else out.adapters).append(a)
+    if plan.adapter_choice != "per-capability" and len(out.adapters) > 1:
+        from .joint import train_joint
+
+        out.joint = train_joint(out.adapters, {e["capability"]: e for e in calibration.envs}, plan.adapters_dir,
+                                model=plan.model, seed=plan.seed, train=plan.train, cap_env_kwargs=plan.cap_env_kwargs,
+                                rehearsal=rehearsal)
     return out
 
 

@@ -2,7 +2,7 @@
 
 The prompt lists the labels (every adapter's capability plus ``none``), shows the
 examples retrieval found nearest to this conversation with their labels, then the
-conversation's first user message.  Each label is scored by the mean log-probability
+tools the conversation offers and its first user message.  Each label is scored by the mean log-probability
 of its tokens as the continuation; the best label wins.  Scoring is a single batched
 forward pass, deterministic for a given model.
 """
@@ -19,16 +19,29 @@ from .retrieval import RetrievalRouter
 __all__ = ["ClassifierRouter", "build_prompt"]
 
 
-def build_prompt(query: str, labels: list[str], examples: list[tuple[str, str]], descriptions: dict[str, str] | None = None) -> str:
+def build_prompt(query: str, labels: list[str], examples: list[tuple[str, str]], descriptions: dict[str, str] | None = None,
+                 tools: list[dict[str, Any]] | None = None) -> str:
+    """The classifier's prompt: the labels with their descriptions, retrieved examples, then the request and,
+    when known, the tools the agent is offered (names and first description lines): a request whose needed
+    tool is not offered is one for ``none``."""
     lines = ["Decide which skill a customer-service agent needs most for the request below.", "Labels:"]
     for lab in labels:
         desc = (descriptions or {}).get(lab)
         lines.append(f"- {lab}" + (f": {desc}" if desc else ""))
-    lines.append(f"- {NO_ADAPTER}: none of the above is specially needed")
+    lines.append(f"- {NO_ADAPTER}: none of the above is specially needed"
+                 + (", or a tool the request needs is not offered" if tools is not None else ""))
     if examples:
         lines.append("Examples:")
         for text, lab in examples:
             lines.append(f"Request: {' '.join(text.split())[:400]}\nLabel: {lab}")
+    if tools is not None:
+        listed = []
+        for t in tools:
+            fn = t.get("function", t) if isinstance(t, dict) else {}
+            if isinstance(fn, dict) and fn.get("name"):
+                desc = " ".join(str(fn.get("description") or "").split())[:100]
+                listed.append(f"{fn['name']}" + (f" ({desc})" if desc else ""))
+        lines.append("Tools offered: " + ("; ".join(listed) if listed else "none"))
     lines.append(f"Request: {' '.join(query.split())[:800]}\nLabel:")
     return "\n".join(lines)
 
@@ -53,7 +66,7 @@ class ClassifierRouter:
         if self.retrieval is not None and self.n_examples:
             for i, _ in self.retrieval.neighbours(query, self.n_examples, tools=tools):
                 examples.append((self.retrieval.index.texts[i], self.retrieval.index.labels[i]))
-        prompt = build_prompt(query, self.labels, examples, self.descriptions)
+        prompt = build_prompt(query, self.labels, examples, self.descriptions, tools)
         candidates = self.labels + [NO_ADAPTER]
         tok = self.tokenizer
         p_ids = tok(prompt, add_special_tokens=False)["input_ids"]

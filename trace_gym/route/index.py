@@ -8,7 +8,8 @@ highest reward when each played that scenario; see :class:`~trace_gym.route.retr
 Stored as ``router_index.json`` (texts, labels, sources, tools, embedding model and the
 router's ``settings``, e.g. ``{"rule": "gate", "fallback": "cap-0-..."}``, which every router
 loaded from the index uses) plus ``router_index.npy`` (the embedding matrix), both written
-atomically.
+atomically.  An index may carry a :class:`~trace_gym.route.needs.NeedGate` (``gate``, for the ``needs``
+rule), stored beside it as ``router_index-needs.json`` and ``router_index-needs.npy``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class RouterIndex:
     tools: list[list[str] | None] = field(default_factory=list)  # offered tool names per example; None: not known
     settings: dict[str, Any] = field(default_factory=dict)  # how routers over this index route (RetrievalRouter)
     outcome: list[bool] = field(default_factory=list)  # per example: labelled by the best scoring source (module doc)
+    gate: Any = None  # a NeedGate (route.needs) for the ``needs`` rule; None: none
 
     def __post_init__(self) -> None:
         if not self.outcome:
@@ -62,7 +64,7 @@ class RouterIndex:
         vectors = self.vectors[keep] if self.vectors is not None and len(self.vectors) else self.vectors
         return RouterIndex(self.model, [self.texts[i] for i in keep], [self.labels[i] for i in keep],
                            [self.sources[i] for i in keep], vectors, [self.tools[i] for i in keep], dict(self.settings),
-                           [self.outcome[i] for i in keep])
+                           [self.outcome[i] for i in keep], self.gate)
 
     def without(self, sources: Collection[str]) -> RouterIndex:
         """A copy without the examples whose source is in ``sources`` (leave-one-out routing)."""
@@ -104,6 +106,8 @@ class RouterIndex:
         buf = io.BytesIO()
         np.save(buf, self.vectors if self.vectors is not None else np.zeros((0, 0), np.float32))
         atomic_write_bytes(path.with_suffix(".npy"), buf.getvalue())
+        if self.gate is not None:
+            self.gate.save(_gate_path(path))
 
     @classmethod
     def load(cls, path: str | Path) -> RouterIndex:
@@ -119,5 +123,16 @@ class RouterIndex:
         outcome = meta.get("outcome") or [False] * n  # an index from before outcome examples: none
         if len(outcome) != n:
             raise ValueError(f"{path}: {n} texts but {len(outcome)} outcome flags; rebuild the index")
+        gate = None
+        if _gate_path(path).with_suffix(".json").exists():
+            from .needs import NeedGate
+
+            gate = NeedGate.load(_gate_path(path))
         return cls(meta["model"], meta["texts"], meta["labels"], meta.get("sources", [""] * n), vectors, tools,
-                   dict(meta.get("settings") or {}), [bool(o) for o in outcome])
+                   dict(meta.get("settings") or {}), [bool(o) for o in outcome], gate)
+
+
+def _gate_path(path: Path) -> Path:
+    """Where an index's need gate is stored: ``<index>-needs`` (``.json`` and ``.npy``)."""
+    stem = path.with_suffix("") if path.suffix in (".json", ".npy") else path
+    return stem.with_name(stem.name + "-needs")

@@ -16,7 +16,8 @@ from .base import NO_ADAPTER, first_user_message, tool_names
 from .embed import Embedder
 from .index import RouterIndex
 
-__all__ = ["RetrievalRouter", "RULES", "RULE_TYPES", "RoutingRule", "VoteRule", "GateRule", "CoverRule", "DEFAULTS"]
+__all__ = ["RetrievalRouter", "RULES", "RULE_TYPES", "RoutingRule", "VoteRule", "GateRule", "CoverRule", "NeedsRule",
+           "DEFAULTS"]
 
 DEFAULTS: dict[str, Any] = {"k": 5, "min_similarity": 0.3, "tool_weight": 2.0, "balance": True}
 """The router settings' defaults (``fallback``'s: the index's setting, else the first adapter)."""
@@ -71,7 +72,40 @@ class CoverRule(RoutingRule):
         return router.covering(messages, tools)
 
 
-RULE_TYPES: dict[str, RoutingRule] = {r.name: r for r in (VoteRule(), GateRule(), CoverRule())}
+class NeedsRule(RoutingRule):
+    """The base model keeps what cannot be done with the tools offered; an adapter takes everything else.
+
+    The index's need gate (:class:`~trace_gym.route.needs.NeedGate`) decides whether a tool the request needs
+    is missing; if so, :data:`NO_ADAPTER`.  Otherwise the conversation goes to the index's ``joint`` adapter
+    when its setting ``adapters`` is ``"joint"``, else to the label of the nearest adapter example (by cosine;
+    :data:`NO_ADAPTER` and the joint adapter's examples left out) at ``min_similarity`` or more, else to
+    ``fallback``."""
+
+    name = "needs"
+    settings = frozenset({"min_similarity", "fallback"})
+    base_votes = False
+
+    def route(self, router: RetrievalRouter, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        text = first_user_message(messages)
+        gate = router.index.gate
+        if text is None:
+            return NO_ADAPTER
+        if gate is None:
+            raise ValueError("the 'needs' routing rule needs an index with a need gate (route.needs); rebuild it")
+        names = tool_names(tools)
+        if gate.missing(router._encode(text), names if names is not None else []):
+            return NO_ADAPTER
+        joint = router.index.settings.get("joint")
+        if router.index.settings.get("adapters") == "joint" and joint:
+            return joint
+        candidates = [i for i, lab in enumerate(router.index.labels) if lab not in (NO_ADAPTER, joint)]
+        if not candidates:
+            return router.fallback
+        i, sim = router._closest(candidates, router._encode(text))
+        return router.index.labels[i] if sim >= router.min_similarity else router.fallback
+
+
+RULE_TYPES: dict[str, RoutingRule] = {r.name: r for r in (VoteRule(), GateRule(), CoverRule(), NeedsRule())}
 RULES = tuple(RULE_TYPES)
 
 
@@ -117,6 +151,10 @@ class RetrievalRouter:
     label of what a failure lacked, and where none is near the rule behaves as it does without them.
     An index without outcome examples routes exactly as the rule does.
 
+    ``rule="needs"``: the base model keeps every conversation whose request needs a tool that is not offered,
+    as the index's need gate judges (:mod:`trace_gym.route.needs`); every other goes to an adapter
+    (:class:`NeedsRule`).
+
     ``rule`` and ``fallback`` not given are taken from the index's ``settings`` (see
     :class:`RouterIndex`), so every router loaded from one index routes alike; the other settings
     default to :data:`DEFAULTS`.  A setting given explicitly that the rule does not read
@@ -156,6 +194,9 @@ class RetrievalRouter:
         self.fallback = fallback or (self.labels[0] if self.labels else NO_ADAPTER)
         if "fallback" in self.routing_rule.settings and self.fallback != NO_ADAPTER and self.fallback not in self.labels:
             self.labels = sorted([*self.labels, self.fallback])  # it may have no example left (leave-one-out)
+        joint = index.settings.get("joint")
+        if joint and joint not in self.labels:  # the needs rule's joint adapter, which has no example of its own
+            self.labels = sorted([*self.labels, joint])
         counts = Counter(self.index.labels)
         self._prior = {lab: n / len(self.index.labels) for lab, n in counts.items()} if self.index.labels else {}
 

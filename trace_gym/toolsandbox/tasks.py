@@ -121,6 +121,7 @@ class ToolSandboxTasks:
         from .scenarios import thaw
 
         scenario = self._scenario(task_id)
+        refuse = "INSUFFICIENT_INFORMATION" in scenario.categories
         actions: list[dict[str, Any]] = []
         for milestone in scenario.milestones:
             for c in milestone.constraints:
@@ -133,7 +134,8 @@ class ToolSandboxTasks:
                         actions.append({"name": call["tool_name"], "arguments": dict(call.get("arguments") or {})})
         return Gold(actions=tuple(actions), write_tools=self._write_tools,
                     details={"milestones": scenario.milestones, "minefields": scenario.minefields,
-                             "categories": tuple(scenario.categories)})
+                             "categories": tuple(scenario.categories)},
+                    refuse=refuse, missing=tuple(scenario.tool_deny_list or ()) if refuse else ())
 
     def group(self, task_id: str) -> str:
         return category_group(self._scenario(task_id).categories)
