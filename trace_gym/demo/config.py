@@ -94,7 +94,9 @@ class DemoConfig:
     cap_rehearse_base: bool = False  # each adapter's SFT also rehearses the model's own successful episodes of 1.
     # 5. routing
     router_seeds: int = 6
-    router_rule: str = "vote"     # RetrievalRouter's rule ("vote", "gate", "cover"); the ToolSandbox demo: cover
+    router_rule: str = "vote"     # RetrievalRouter's rule ("vote", "gate", "cover", "needs"); the ToolSandbox demo: needs
+    # per-capability adapters, a joint one, or whichever the learning tasks prefer ("select", with the needs rule)
+    adapter_choice: str = "per-capability"
     cap_warm_recover_every: int = 0  # every Nth demonstration shows a recovered tool error (0: none)
     # 6. evaluation on held-out tasks (test split)
     eval_tasks: int = 2           # held-out tasks, spread over the report groups (0: every task of the test split)
@@ -131,6 +133,10 @@ class DemoConfig:
 
         if self.router_rule not in RULES:
             raise ValueError(f"router_rule must be one of {list(RULES)}, got {self.router_rule!r}")
+        from ..pipeline.selection import ADAPTER_CHOICES
+
+        if self.adapter_choice not in ADAPTER_CHOICES:
+            raise ValueError(f"adapter_choice must be one of {list(ADAPTER_CHOICES)}, got {self.adapter_choice!r}")
         from ..policies.engine import ENGINES
 
         if self.engine not in ENGINES:
@@ -185,12 +191,15 @@ class DemoConfig:
         cfg.band, cfg.tune_rounds, cfg.tune_episodes, cfg.min_capabilities = (0.2, 0.6), 1, 4, 1
         cfg.max_adapters, cfg.train_steps, cfg.group_size, cfg.train_max_turns = 1, 0, 4, 4
         cfg.train_tokens_per_turn, cfg.train_completion_tokens, cfg.learning_rate = 64, 512, 5e-5
-        cfg.gradient_checkpointing = False  # ~1k-token episodes fit without it, and a step is ~25% faster
+        # the adapter's SFT batches ~1k-token episodes: checkpointing keeps the run's peak memory under 8 GB
+        cfg.gradient_checkpointing = True
         cfg.cap_warm_demos, cfg.cap_warm_steps, cfg.warm_start_lr, cfg.cap_warm_recover_every = 32, 24, 4e-4, 4
         # the held-out evaluation plays every scenario of the other fold (fold_b: 64, 14 of them insufficient-
         # information ones), so its paired interval can exclude 0 for a gain a few scenarios would hide
         cfg.router_seeds, cfg.eval_tasks, cfg.eval_trials, cfg.cap_eval_seeds = 4, 0, 1, 8
-        cfg.router_rule = "cover"  # an adapter gets only requests whose tools its examples had (refusals stay)
+        # the comparison's method at the demo's size: the base model keeps every request whose needed tool is not
+        # offered (a gate learned from the whole train split and the adapter's env), the adapters take the rest
+        cfg.router_rule, cfg.adapter_choice = "needs", "select"
         cfg.cap_rehearse_base = True  # the adapter keeps what the base model does well (refusing, ending)
         if fast:
             cfg.base_tasks, cfg.eval_tasks, cfg.cap_warm_steps, cfg.cap_warm_demos, cfg.cap_eval_seeds = 8, 4, 8, 16, 4

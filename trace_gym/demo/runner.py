@@ -50,18 +50,19 @@ def _target_verdict(found: dict[str, Any]) -> str:
         if "floor" in sb:
             nums += f"; refusing everything scores {sb['floor']['mean']:.3f}"
     pd = (routed.get("vs_first") or {}).get("overall")
-    if pd and pd.get("n_tasks"):
+    if pd and pd.get("n_tasks"):  # the paired interval decides what the sentence says
         nums += (f"; paired difference {pd['value']:+.3f} [95% CI {pd['low']:+.3f}, {pd['high']:+.3f}], "
                  f"{pd['wins']} tasks better, {pd['losses']} worse, {pd['ties']} equal")
-        significant = pd["low"] > 0 or pd["high"] < 0
-    else:
-        significant = False
+        if pd["low"] > 0:
+            return f"routed adapters improved on the held-out tasks ({nums})"
+        if pd["high"] < 0:
+            return f"routed adapters did worse on the held-out tasks ({nums})"
+        return (f"no measurable difference on the held-out tasks: the paired interval includes 0, so this is not "
+                f"significant ({nums})")
     if d > 1e-9:
-        return (f"routed adapters improved on the held-out tasks ({nums})"
-                + ("" if significant else "; the interval includes 0, so this is not significant"))
+        return f"routed adapters scored higher on the held-out tasks, without a paired interval to test it ({nums})"
     if d < -1e-9:
-        return (f"routed adapters did worse on the held-out tasks ({nums})"
-                + ("" if significant else "; the interval includes 0, so this is not significant"))
+        return f"routed adapters scored lower on the held-out tasks, without a paired interval to test it ({nums})"
     return f"no change on the held-out tasks ({nums})"
 
 

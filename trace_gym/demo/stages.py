@@ -134,6 +134,10 @@ class Context:
             return ContextGuard(resolve_policy(spec, model=self.acting_spec(), adapters=self.adapters_dir,
                                                **self.gen_options()))
 
+    def adapter_policy(self, name: str) -> Any:
+        """The model acting with trained adapter ``name`` alone (the routing stage's selection plays it)."""
+        return self.load(f"adapter:{name}")
+
     def policy(self) -> Any:
         """The base model as a policy, loaded once (rollouts and calibration share it)."""
         if self._policy is None:
@@ -208,8 +212,10 @@ def demo_plan(ctx: Context) -> tuple[TracePlan, dict[str, Any]]:
         tune_episodes=cfg.tune_episodes,
         calib_seeds=cfg.calib_seeds, calib_samples=cfg.calib_samples, reference_seeds=max(4, cfg.calib_seeds),
         train=train, train_steps=cfg.train_steps, warm_demos=cfg.cap_warm_demos, rehearse_base=cfg.cap_rehearse_base,
-        routing_seeds=cfg.router_seeds,
-        router_rule=cfg.router_rule, rollouts_path=ctx.out / "rollouts" / "trajectories.jsonl", specs_dir=ctx.out / "envs")
+        routing_seeds=cfg.router_seeds, router_rule=cfg.router_rule, adapter_choice=cfg.adapter_choice,
+        learning_tasks=ctx.target.task_ids("train") if cfg.router_rule == "needs" else None,
+        adapter_policy=ctx.adapter_policy if cfg.adapter_choice == "select" else None,
+        rollouts_path=ctx.out / "rollouts" / "trajectories.jsonl", specs_dir=ctx.out / "envs")
     return plan, {"tasks": [str(t["id"]) for t in tasks], "model_tasks": base_ids}
 
 
