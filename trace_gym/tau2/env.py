@@ -93,9 +93,54 @@ _SCHEMA_CACHE: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
 
 
 class Tau2Env(ToolEnv):
-    """A τ²-bench domain as a text-in/text-out Gymnasium environment (see the module docstring)."""
+    """A τ²-bench domain as a text-in, text-out Gymnasium env: one task per episode, run as tau2 1.0.1 runs it.
+
+    Args:
+        domain: the τ²-bench domain: ``airline``, ``retail``, ``telecom`` or ``mock``.
+        split: the split a task is drawn from when ``reset`` names none (``base``, ``train``, ``test``).
+        task_id: play this task at every reset that names none.
+        solo_mode: no user: the agent works from the task's ticket and ends with the ``done`` tool (domains
+            with tickets only).
+        user: the user simulator: ``"offline"`` (deterministic, no model), ``"llm"`` (an OpenAI-compatible
+            endpoint), ``{"kind": "offline"|"llm"|"replay", ...}`` or a ``UserSimulator``.
+        judge: the judge of natural-language assertions: None, a ``Judge``, or the keyword arguments of an
+            OpenAI-compatible one.
+        strict: score in strict mode (gold reads and NL assertions required, so refusing alone cannot pass).
+        unjudged_nl: without a judge, a task with NL assertions scores 0 (``"zero"``) or tau2's reward
+            without them (``"ignore"``).
+        max_steps: the step limit, in tau2's orchestrator steps (each agent message, user message and batch
+            of tool results is one).
+        max_errors: the episode ends after this many tool errors.
+        data_dir: another copy of the τ²-bench data (default: the data variable, the cache, the packaged copy).
+    """
 
     reset_option_keys = frozenset({"task", "task_id", "split"})
+    termination_reasons = {
+        "agent_stop": "the agent wrote `###STOP###` (or called `done` in solo mode)",
+        "user_stop": "the user side stopped: `###STOP###`, `###TRANSFER###` or `###OUT-OF-SCOPE###`",
+        "agent_error": "solo mode: the agent wrote a text message instead of calling a tool (scores 0)",
+        "user_error": "the user simulator failed (`info[\"user_error\"]` says how; scores 0)",
+        "too_many_errors": "`max_errors` tool calls returned an error (scores 0)",
+        "max_steps": "the step limit was reached, or the caller ended the episode with `truncate()` (scores 0)",
+    }
+    reward_info_keys = {
+        "reward": "tau2's reward: the product of the components in `reward_basis` (None when an NL assertion "
+                  "was not judged)",
+        "db_check": "whether the agent's and the user's databases equal the gold ones",
+        "env_assertions": "each environment assertion and whether it held",
+        "action_checks": "each gold action and whether the agent or the user made it",
+        "nl_assertions": "each natural-language assertion and the judge's verdict (None without a judge)",
+        "communicate_checks": "each fact the agent had to tell the user and whether it did",
+        "reward_basis": "the components this task's reward multiplies (None when nothing was checked)",
+        "reward_breakdown": "each component's score",
+        "info": "notes from the checks (why nothing was checked after a premature end)",
+        "termination_reason": "the episode's termination reason",
+        "reward_without_nl": "the reward with NL assertions left out",
+        "nl_assertions_judged": "whether the NL assertions were judged (None: the task has none)",
+        "evaluation_error": "`{type, message}` when an assertion raised (the reward is then 0)",
+        "strict": "strict mode only: the strict reward and its components",
+        "nl_note": "when NL assertions were not judged: how the reward was counted",
+    }
 
     def __init__(
         self,
