@@ -49,6 +49,7 @@ from trace_gym.core.tools import Tool, ToolError, ToolResult, ToolSet
 
 from .domain_spec import DomainData, load_domain
 from .engine import Tau2Environment
+from .env_doc import REWARD_INFO_KEYS, TERMINATION_REASONS
 from .evaluator import evaluate  # at import, not in the first episode's last step
 from .prompts import agent_system_prompt
 from .users import STOP, UserContext, UserSimulator, is_user_stop, make_user
@@ -115,32 +116,8 @@ class Tau2Env(ToolEnv):
     """
 
     reset_option_keys = frozenset({"task", "task_id", "split"})
-    termination_reasons = {
-        "agent_stop": "the agent wrote `###STOP###` (or called `done` in solo mode)",
-        "user_stop": "the user side stopped: `###STOP###`, `###TRANSFER###` or `###OUT-OF-SCOPE###`",
-        "agent_error": "solo mode: the agent wrote a text message instead of calling a tool (scores 0)",
-        "user_error": "the user simulator failed (`info[\"user_error\"]` says how; scores 0)",
-        "too_many_errors": "`max_errors` tool calls returned an error (scores 0)",
-        "max_steps": "the step limit was reached, or the caller ended the episode with `truncate()` (scores 0)",
-    }
-    reward_info_keys = {
-        "reward": "tau2's reward: the product of the components in `reward_basis` (None when an NL assertion "
-                  "was not judged)",
-        "db_check": "whether the agent's and the user's databases equal the gold ones",
-        "env_assertions": "each environment assertion and whether it held",
-        "action_checks": "each gold action and whether the agent or the user made it",
-        "nl_assertions": "each natural-language assertion and the judge's verdict (None without a judge)",
-        "communicate_checks": "each fact the agent had to tell the user and whether it did",
-        "reward_basis": "the components this task's reward multiplies (None when nothing was checked)",
-        "reward_breakdown": "each component's score",
-        "info": "notes from the checks (why nothing was checked after a premature end)",
-        "termination_reason": "the episode's termination reason",
-        "reward_without_nl": "the reward with NL assertions left out",
-        "nl_assertions_judged": "whether the NL assertions were judged (None: the task has none)",
-        "evaluation_error": "`{type, message}` when an assertion raised (the reward is then 0)",
-        "strict": "strict mode only: the strict reward and its components",
-        "nl_note": "when NL assertions were not judged: how the reward was counted",
-    }
+    termination_reasons = TERMINATION_REASONS
+    reward_info_keys = REWARD_INFO_KEYS
 
     def __init__(
         self,
