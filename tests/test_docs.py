@@ -94,6 +94,65 @@ def link_problems(page: Path, text: str | None = None) -> list[str]:
     return problems
 
 
+# --- glossary terms ----------------------------------------------------------------------------------------
+
+GLOSSARY = ROOT / "docs" / "glossary.md"
+# Each glossary term as the pages write it; on every page that uses it, its first use links to its entry.
+TERMS = {
+    "passk": r"pass\^(?:k|K|\d)",
+    "milestone-similarity": r"milestone similarity",
+    "refusal-floor": r"refusal floor",
+    "answerable": r"\banswerable\b",
+    "ended": r"share of episodes the agent ended|\bended shares?\b",
+    "charged": r"\bcharged\b",
+    "ledger": r"\bledger\b",
+    "forced": r"\bforced\b",
+    "rehearse": r"\brehears\w*",
+    "cover": r"`cover`",
+    "gate-routing-rule": r"`gate`",
+    "vote": r"`vote`",
+    "oracle": r"\boracle\b",
+    "joint-adapter": r"\bjoint adapter\b",
+    "insufficient-information": r"\binsufficient[- ]information\b",
+    "held-out": r"\bheld-out\b",
+    "paired-difference": r"\bpaired difference\b",
+}
+# Pages whose terms are linked: the README but its headline result, and docs/ but the glossary itself, the
+# generated env reference and the results page (whose figures and wording are kept as recorded).
+UNLINKED_PAGES = {"glossary.md", "env-reference.md", "results.md"}
+
+
+def _blank(m: re.Match) -> str:
+    return re.sub(r"[^\n]", " ", m.group(0))
+
+
+def term_problems(page: Path, text: str | None = None) -> list[str]:
+    """Glossary terms whose first use on ``page`` (outside code blocks, headings and, for a word, code spans) is
+    not a link to the term's entry in docs/glossary.md."""
+    text = page.read_text(encoding="utf-8") if text is None else text
+    if page.name == "README.md":  # the headline result's section is kept as recorded
+        start = text.find("## Headline result")
+        end = text.find("\n## ", start + 1)
+        if start >= 0:
+            text = text[:start] + re.sub(r"[^\n]", " ", text[start:end]) + text[end:]
+    text = HEADING.sub(_blank, re.sub(r"<!--.*?-->", _blank, FENCE.sub(_blank, text), flags=re.S))
+    prose = INLINE.sub(_blank, text)
+    glossary = (GLOSSARY.relative_to(page.parent) if page.parent == GLOSSARY.parent else
+                Path("docs") / GLOSSARY.name).as_posix()
+    links = [(m.start(), m.end(), m.group(1)) for m in LINK.finditer(text)]
+    problems = []
+    for anchor, pattern in TERMS.items():
+        m = re.search(pattern, text if pattern.startswith("`") else prose, re.I)
+        if m is None:
+            continue
+        inside = [target for a, b, target in links if a <= m.start() < b]
+        if inside != [f"{glossary}#{anchor}"]:
+            line = text.count("\n", 0, m.start()) + 1
+            problems.append(f"{page.relative_to(ROOT)}:{line}: the first '{m.group(0)}' is not a link to "
+                            f"{glossary}#{anchor}")
+    return problems
+
+
 @pytest.fixture(scope="module")
 def parser() -> argparse.ArgumentParser:
     from trace_gym.cli import COMMANDS, build_parser
@@ -126,6 +185,17 @@ def test_every_page_is_in_the_docs_index():
 def test_relative_links_and_anchors_resolve(page):
     problems = link_problems(page)
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.name not in UNLINKED_PAGES],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_glossary_terms_are_linked_where_they_first_appear(page):
+    problems = term_problems(page)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_term_checked_has_a_glossary_entry():
+    assert set(TERMS) <= anchors(GLOSSARY.read_text(encoding="utf-8"))
 
 
 def _page_commands(page: Path) -> list[Command]:
@@ -309,3 +379,15 @@ def test_block_runner_catches_a_failing_block(tmp_path):
     page = "```python\n# requires: a model server at 127.0.0.1:8000\nx = 1\n```\n\n```python\ny = 2\n```\n"
     assert python_blocks(page) == [(2, "# requires: a model server at 127.0.0.1:8000\nx = 1\n",
                                     "a model server at 127.0.0.1:8000"), (7, "y = 2\n", None)]
+
+
+def test_term_check_catches_an_unlinked_first_use():
+    page = ROOT / "docs" / "envs.md"
+    text = ("# The refusal floor\n\nThe `cover` rule and the [refusal floor](glossary.md#refusal-floor); the "
+            "refusal floor again.\n\n```\npass^k in code\n```\nThe ledger, then the [ledger](glossary.md#ledger).\n")
+    problems = term_problems(page, text)
+    assert len(problems) == 2, problems
+    assert {p.split("'")[1] for p in problems} == {"`cover`", "ledger"}
+    assert any(":8:" in p and "'ledger'" in p for p in problems)  # the line of the first, unlinked use
+    linked = "[`cover`](glossary.md#cover) and the [ledger](glossary.md#ledger), the [refusal floor](glossary.md#oracle)"
+    assert [p.split("'")[1] for p in term_problems(page, linked)] == ["refusal floor"]  # the wrong entry
