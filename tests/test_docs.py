@@ -1,5 +1,10 @@
-"""The README and docs/ cannot rot: every relative link and #anchor resolves (GitHub's heading slugs), every
-`trace-gym VERB ... --flag` written in them is accepted by the CLI's parser, and the README's quickstart runs.
+"""The README and docs/ cannot rot: every relative link and #anchor resolves (GitHub's heading slugs), every command
+line they show (``trace-gym ...``, ``python benchmarks/...``, ``examples/...``, ``scripts/...``) is accepted by the
+real argument parser of the program it runs, values included, every Python block of docs/ runs, and the README's
+quickstart runs.
+
+A Python block that needs what a test cannot have (a trained model, a server, minutes of compute) starts with a
+``# requires: ...`` line saying what; it is reported as skipped with that reason, and there may be few of them.
 
 Each checker returns the problems it finds (an empty list when the pages are sound); the ``*_catches_*`` tests
 feed each one a broken page, so none of them can pass by finding nothing."""
@@ -9,19 +14,22 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
+import os
 import re
-import shlex
+import subprocess
+import sys
 import unicodedata
 from pathlib import Path
 
 import pytest
 
+from tests.helpers_docs import FENCE, INLINE, Command, commands_in, parse_problem, python_blocks, to_json
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 README_MAX_LINES = 250
 
-FENCE = re.compile(r"^(```|~~~)(.*?)\n(.*?)^\1[ \t]*$", re.S | re.M)
-INLINE = re.compile(r"(`+)(.+?)\1", re.S)
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
 EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)  # http:, https:, mailto:, …
@@ -86,64 +94,62 @@ def link_problems(page: Path, text: str | None = None) -> list[str]:
     return problems
 
 
-# --- trace-gym command lines -------------------------------------------------------------------------------
+# --- glossary terms ----------------------------------------------------------------------------------------
 
-def _commands_in(text: str) -> list[str]:
-    """Every ``trace-gym ...`` (or ``-m trace_gym.cli ...``) command line written in a page: from shell code
-    blocks (continuations joined, comments dropped) and from inline code spans."""
-    found = []
-    for m in FENCE.finditer(text):
-        if m.group(2).strip() not in ("", "bash", "sh", "shell", "console"):
+GLOSSARY = ROOT / "docs" / "glossary.md"
+# Each glossary term as the pages write it; on every page that uses it, its first use links to its entry.
+TERMS = {
+    "passk": r"pass\^(?:k|K|\d)",
+    "milestone-similarity": r"milestone similarity",
+    "refusal-floor": r"refusal floor",
+    "answerable": r"\banswerable\b",
+    "ended": r"share of episodes the agent ended|\bended shares?\b",
+    "charged": r"\bcharged\b",
+    "ledger": r"\bledger\b",
+    "forced": r"\bforced\b",
+    "rehearse": r"\brehears\w*",
+    "cover": r"`cover`",
+    "gate-routing-rule": r"`gate`",
+    "vote": r"`vote`",
+    "oracle": r"\boracle\b",
+    "joint-adapter": r"\bjoint adapter\b",
+    "insufficient-information": r"\binsufficient[- ]information\b",
+    "held-out": r"\bheld-out\b",
+    "paired-difference": r"\bpaired difference\b",
+}
+# Pages whose terms are linked: the README but its headline result, and docs/ but the glossary itself, the
+# generated env reference and the results page (whose figures and wording are kept as recorded).
+UNLINKED_PAGES = {"glossary.md", "env-reference.md", "results.md"}
+
+
+def _blank(m: re.Match) -> str:
+    return re.sub(r"[^\n]", " ", m.group(0))
+
+
+def term_problems(page: Path, text: str | None = None) -> list[str]:
+    """Glossary terms whose first use on ``page`` (outside code blocks, headings and, for a word, code spans) is
+    not a link to the term's entry in docs/glossary.md."""
+    text = page.read_text(encoding="utf-8") if text is None else text
+    if page.name == "README.md":  # the headline result's section is kept as recorded
+        start = text.find("## Headline result")
+        end = text.find("\n## ", start + 1)
+        if start >= 0:
+            text = text[:start] + re.sub(r"[^\n]", " ", text[start:end]) + text[end:]
+    text = HEADING.sub(_blank, re.sub(r"<!--.*?-->", _blank, FENCE.sub(_blank, text), flags=re.S))
+    prose = INLINE.sub(_blank, text)
+    glossary = (GLOSSARY.relative_to(page.parent) if page.parent == GLOSSARY.parent else
+                Path("docs") / GLOSSARY.name).as_posix()
+    links = [(m.start(), m.end(), m.group(1)) for m in LINK.finditer(text)]
+    problems = []
+    for anchor, pattern in TERMS.items():
+        m = re.search(pattern, text if pattern.startswith("`") else prose, re.I)
+        if m is None:
             continue
-        body = m.group(3).replace("\\\n", " ")
-        for line in body.splitlines():
-            line = re.sub(r"(^|\s)#.*$", "", line).strip()
-            found += _trace_gym_parts(line)
-    for m in INLINE.finditer(FENCE.sub("", text)):
-        found += _trace_gym_parts(" ".join(m.group(2).split()))
-    return found
-
-
-def _trace_gym_parts(line: str) -> list[str]:
-    """The argument strings after each ``trace-gym`` / ``-m trace_gym.cli`` that starts a command in ``line``."""
-    out = []
-    for part in re.split(r"\|\||&&|[|;]", line):
-        m = re.search(r"(?:^|\s|\$ )(?:trace-gym|-m trace_gym\.cli)(?:\s+(.*)|$)", part)
-        if m:
-            out.append((m.group(1) or "").strip())
-    return out
-
-
-def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction | None:
-    return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
-
-
-def command_problems(args: str, parser: argparse.ArgumentParser) -> list[str]:
-    """What the CLI's parser would refuse in ``trace-gym ARGS``: an unknown verb or sub-verb, or a flag the
-    (sub-)command does not define.  Placeholders (``...``, ``[--opt]``, ``FILE``, ``<name>``) are allowed;
-    nothing is run."""
-    try:
-        tokens = shlex.split(args)
-    except ValueError as exc:
-        return [f"trace-gym {args}: cannot split ({exc})"]
-    tokens = [t.strip("[]") for t in tokens if t.strip("[]") not in ("", "...", "…")]
-    problems, current, path = [], parser, "trace-gym"
-    while tokens and not tokens[0].startswith("-"):
-        sub = _subparsers(current)
-        if sub is None:
-            break
-        word = tokens.pop(0)
-        if word not in sub.choices:
-            if word.isupper() or word.startswith("<"):  # a placeholder verb (VERB, <command>)
-                return problems
-            return [f"{path} {word}: no such command (choices: {', '.join(sub.choices)})"]
-        current, path = sub.choices[word], f"{path} {word}"
-    known = set(current._option_string_actions) | set(parser._option_string_actions)
-    for t in tokens:
-        if re.fullmatch(r"--?[A-Za-z][\w-]*(=.*)?", t):
-            flag = t.split("=", 1)[0]
-            if flag not in known:
-                problems.append(f"{path}: no option {flag} (in `trace-gym {args}`)")
+        inside = [target for a, b, target in links if a <= m.start() < b]
+        if inside != [f"{glossary}#{anchor}"]:
+            line = text.count("\n", 0, m.start()) + 1
+            problems.append(f"{page.relative_to(ROOT)}:{line}: the first '{m.group(0)}' is not a link to "
+                            f"{glossary}#{anchor}")
     return problems
 
 
@@ -152,7 +158,7 @@ def parser() -> argparse.ArgumentParser:
     from trace_gym.cli import COMMANDS, build_parser
 
     p = build_parser()
-    verbs = _subparsers(p).choices
+    verbs = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices
     assert len(verbs) >= len(COMMANDS), f"a command failed to register: {sorted(verbs)}"  # train also adds sft
     return p
 
@@ -181,18 +187,98 @@ def test_relative_links_and_anchors_resolve(page):
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize("page", [p for p in PAGES if p.name not in UNLINKED_PAGES],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_glossary_terms_are_linked_where_they_first_appear(page):
+    problems = term_problems(page)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_term_checked_has_a_glossary_entry():
+    assert set(TERMS) <= anchors(GLOSSARY.read_text(encoding="utf-8"))
+
+
+def _page_commands(page: Path) -> list[Command]:
+    return commands_in(page.read_text(encoding="utf-8"), str(page.relative_to(ROOT)))
+
+
+def cli_problems(commands: list[Command], parser: argparse.ArgumentParser) -> list[str]:
+    """What the CLI's parser refuses in the ``trace-gym`` commands."""
+    found = [(c, parse_problem(parser, c.args, c.inline)) for c in commands if c.program == "trace-gym"]
+    return [f"{c}: {problem}" for c, problem in found if problem]
+
+
+def script_problems(commands: list[Command]) -> list[str]:
+    """What each script's own parser refuses in the script commands (parsed in a child process, since capturing
+    a script's parser runs its imports)."""
+    todo = [c for c in commands if c.program != "trace-gym"]
+    if not todo:
+        return []
+    run = subprocess.run([sys.executable, "-m", "tests.helpers_docs"], input=to_json(todo), cwd=ROOT,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def run_python_block(code: str, page: str, line: int, cwd: Path) -> subprocess.CompletedProcess:
+    """Run a page's Python block as a program in ``cwd``, offline (a socket that connects raises); a traceback
+    names the page and its line."""
+    runner = ("import socket, sys\n"
+              "def offline(*a, **k):\n"
+              "    raise OSError('a docs example may not reach the network')\n"
+              "socket.socket.connect = offline\n"
+              "socket.create_connection = offline\n"
+              "code = sys.stdin.read()\n"
+              "exec(compile('\\n' * (int(sys.argv[2]) - 1) + code, sys.argv[1], 'exec'), {'__name__': '__main__'})\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    return subprocess.run([sys.executable, "-c", runner, page, str(line)], input=code, cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+DOC_PAGES = [p for p in PAGES if p.parent.name == "docs"]
+BLOCKS = [(page, line, code, requires) for page in DOC_PAGES
+          for line, code, requires in python_blocks(page.read_text(encoding="utf-8"))]
+MAX_NOT_RUN = 5  # blocks that need a trained model, a server or minutes of compute; each says why
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_trace_gym_commands_are_accepted_by_the_cli(page, parser):
-    commands = _commands_in(page.read_text(encoding="utf-8"))
-    problems = [p for c in commands for p in command_problems(c, parser)]
+    problems = cli_problems(_page_commands(page), parser)
+    assert not problems, "\n".join(problems)
+
+
+def test_script_commands_are_accepted_by_their_parsers():
+    problems = script_problems([c for page in PAGES for c in _page_commands(page)])
     assert not problems, "\n".join(problems)
 
 
 def test_the_pages_hold_commands_to_check(parser):
     """The checker reads the pages' commands (a pattern that matched nothing would pass every page)."""
-    commands = [c for p in PAGES for c in _commands_in(p.read_text(encoding="utf-8"))]
-    verbs = {c.split()[0] for c in commands if c}
-    assert len(commands) >= 30 and {"rollout", "analyze", "synthesize", "train", "eval", "data", "compare"} <= verbs
+    commands = [c for p in PAGES for c in _page_commands(p)]
+    verbs = {c.args.split()[0] for c in commands if c.program == "trace-gym" and c.args}
+    assert sum(c.program == "trace-gym" for c in commands) >= 30
+    assert {"rollout", "analyze", "synthesize", "train", "eval", "data", "compare", "serve"} <= verbs
+    scripts = {c.program for c in commands if c.program != "trace-gym"}
+    assert {"benchmarks/trace_vs_baselines.py", "benchmarks/sft_overhead.py", "examples/trl_grpo.py",
+            "scripts/make_env_reference.py"} <= scripts, scripts
+
+
+@pytest.mark.parametrize("page,line,code,requires", BLOCKS,
+                         ids=[f"{b[0].relative_to(ROOT)}:{b[1]}" for b in BLOCKS])
+def test_python_blocks_of_the_docs_run(page, line, code, requires, tmp_path):
+    if requires:
+        pytest.skip(f"{page.relative_to(ROOT)}:{line} requires {requires}")
+    run = run_python_block(code, str(page.relative_to(ROOT)), line, tmp_path)
+    assert run.returncode == 0, f"{page.relative_to(ROOT)}:{line} failed:\n{run.stderr[-4000:]}"
+
+
+def test_few_python_blocks_go_unrun_and_each_says_why():
+    assert len(BLOCKS) >= 8, "the docs' Python blocks were not found"
+    not_run = [(b[0].name, b[1], b[3]) for b in BLOCKS if b[3]]
+    assert len(not_run) <= MAX_NOT_RUN, f"{len(not_run)} Python blocks are not run: {not_run}"
+    assert all(len(why.split()) >= 3 for _, _, why in not_run), not_run
 
 
 def test_the_readme_quickstart_runs(monkeypatch):
@@ -239,13 +325,69 @@ def test_link_check_catches_a_missing_file_and_a_missing_anchor():
     assert any("#nowhere" in p for p in problems)
 
 
-def test_command_check_catches_an_unknown_verb_sub_verb_or_flag(parser):
-    assert command_problems("eval --env trace/toolsandbox-v0 --policy base --greedy ... [--trials 1]", parser) == []
-    assert command_problems("data fetch tau2 --from PATH_OR_URL", parser) == []
-    assert command_problems("evaluate --env x", parser)[0].startswith("trace-gym evaluate: no such command")
-    assert "no such command" in command_problems("data download tau2", parser)[0]
-    assert "no option --no-such-flag" in command_problems("train --env x --no-such-flag 3", parser)[0]
-    assert "no option --out" in command_problems("data status --out x", parser)[0]  # a flag of another verb
+def test_command_check_catches_an_unknown_verb_sub_verb_flag_or_value(parser):
+    def problems(page: str) -> list[str]:
+        return cli_problems(commands_in(page, "page.md"), parser)
+
+    assert problems("`trace-gym eval --env trace/toolsandbox-v0 --policy base --greedy ... [--trials 1]`") == []
+    assert problems("`trace-gym data fetch tau2 --from PATH_OR_URL`") == []
+    assert problems("`trace-gym card --policy P --domain D --episodes N --seeds A-B`") == []  # N: any int
+    assert problems("`trace-gym data fetch`") == []  # quoted inline, a command may leave out what it requires
+    assert "invalid choice: 'evaluate'" in problems("`trace-gym evaluate --env x`")[0]
+    assert "invalid choice: 'download'" in problems("`trace-gym data download tau2`")[0]
+    assert "--no-such-flag" in problems("`trace-gym train --env x --no-such-flag 3`")[0]
+    assert "--out" in problems("`trace-gym data status --out x`")[0]  # a flag of another verb
+    assert "invalid int value: 'eight'" in problems("`trace-gym calibrate x --policy smollm2 --samples eight`")[0]
+    assert "invalid choice: 'nowhere'" in problems("`trace-gym synthesize x --domain nowhere --out y`")[0]
+    assert "required" in problems("```bash\ntrace-gym rollout trace/tau2-mock-v0 --seeds 0-3\n```\n")[0]
     page = "Run `trace-gym eval --polcy base`.\n\n```bash\ntrace-gym rollout x \\\n    --seedz 0-3  # typo\n```\n"
-    problems = [p for c in _commands_in(page) for p in command_problems(c, parser)]
-    assert len(problems) == 2 and "--polcy" in problems[0] + problems[1] and "--seedz" in problems[0] + problems[1]
+    found = problems(page)
+    assert len(found) == 2 and "--polcy" in found[0] + found[1] and "--seedz" in found[0] + found[1]
+
+
+def test_script_check_catches_a_wrong_flag_or_value():
+    page = ("```bash\n"
+            "python benchmarks/trace_vs_baselines.py --preset cpu-toolsandbox --swap --out runs/x\n"
+            "python benchmarks/trace_vs_baselines.py --preset no-such-preset\n"
+            "python benchmarks/sft_overhead.py --envs trace/cap-refund-policy-v0 --steps three\n"
+            "python scripts/make_env_reference.py --chekc\n"
+            "python benchmarks/train_dtype.py --steps 2\n"
+            "```\n"
+            "Then `trace_vs_baselines.py --router-outcomes N` and `examples/byo_domain/run_loop.py --model huge`.\n")
+    commands = commands_in(page, "page.md")
+    assert [c.program for c in commands] == ["benchmarks/trace_vs_baselines.py"] * 2 + [
+        "benchmarks/sft_overhead.py", "scripts/make_env_reference.py", "benchmarks/train_dtype.py",
+        "benchmarks/trace_vs_baselines.py", "examples/byo_domain/run_loop.py"]
+    found = script_problems(commands)
+    assert len(found) == 5, found
+    assert "invalid choice: 'no-such-preset'" in found[0]
+    assert "invalid int value: 'three'" in found[1]
+    assert "--chekc" in found[2]
+    assert "takes no arguments" in found[3]
+    assert "invalid choice: 'huge'" in found[4]
+
+
+def test_block_runner_catches_a_failing_block(tmp_path):
+    ok = run_python_block("import trace_gym\nprint('ran')\n", "docs/x.md", 10, tmp_path)
+    assert ok.returncode == 0 and ok.stdout.strip() == "ran"
+    broken = run_python_block("import gymnasium as gym\n\ngym.make('trace/no-such-env-v0')\n", "docs/x.md", 10,
+                              tmp_path)
+    assert broken.returncode != 0 and 'File "docs/x.md", line 12' in broken.stderr
+    offline = run_python_block("import urllib.request\nurllib.request.urlopen('http://example.org')\n",
+                               "docs/x.md", 1, tmp_path)
+    assert offline.returncode != 0 and "may not reach the network" in offline.stderr
+    page = "```python\n# requires: a model server at 127.0.0.1:8000\nx = 1\n```\n\n```python\ny = 2\n```\n"
+    assert python_blocks(page) == [(2, "# requires: a model server at 127.0.0.1:8000\nx = 1\n",
+                                    "a model server at 127.0.0.1:8000"), (7, "y = 2\n", None)]
+
+
+def test_term_check_catches_an_unlinked_first_use():
+    page = ROOT / "docs" / "envs.md"
+    text = ("# The refusal floor\n\nThe `cover` rule and the [refusal floor](glossary.md#refusal-floor); the "
+            "refusal floor again.\n\n```\npass^k in code\n```\nThe ledger, then the [ledger](glossary.md#ledger).\n")
+    problems = term_problems(page, text)
+    assert len(problems) == 2, problems
+    assert {p.split("'")[1] for p in problems} == {"`cover`", "ledger"}
+    assert any(":8:" in p and "'ledger'" in p for p in problems)  # the line of the first, unlinked use
+    linked = "[`cover`](glossary.md#cover) and the [ledger](glossary.md#ledger), the [refusal floor](glossary.md#oracle)"
+    assert [p.split("'")[1] for p in term_problems(page, linked)] == ["refusal floor"]  # the wrong entry

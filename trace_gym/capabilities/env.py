@@ -68,6 +68,19 @@ class CapabilityEnv(ToolEnv):
     """
 
     reset_option_keys = frozenset({"difficulty", "case", "hint", "scenario_seed"})
+    termination_reasons = {
+        "user_stop": "the user side ended the conversation (a rule marked `end`, its `max_turns`, or a simulated "
+                     "user's stop token)",
+        "transfer": "a successful `transfer_to_human_agents` call",
+        "max_steps": "the spec's step limit was reached, or the caller ended the episode with `truncate()`",
+    }
+    reward_info_keys = {
+        "components": "each reward check of the episode's case, by name: its score in [0, 1]",
+        "weights": "the weight of each check that is not a gate",
+        "gates": "the checks that multiply the reward (a gate at 0 makes the reward 0)",
+        "reward": "the product of the gates times the weighted mean of the other checks",
+        "case": "the case the episode drew",
+    }
 
     def __init__(
         self,
@@ -236,6 +249,26 @@ class CapabilityEnv(ToolEnv):
     def state_fingerprint(self) -> Any:
         """A hash of the episode's database (equal iff the world state is the same)."""
         return self._backend.fingerprint() if self._backend is not None else None
+
+    def reference_tables(self) -> dict[str, list[tuple[str, str]]]:
+        """The spec's cases with their reward checks, and its difficulty knobs (at this env's knob values)."""
+        def num(value: Any) -> str:
+            return f"{resolve_number(value, self.knob_values):g}"
+
+        cases = []
+        for c in self.cap_spec.cases:
+            checks = [f"`{r['name']}` ({r['type']}, " + ("gate" if r.get("gate") else f"×{num(r.get('weight', 1))}") + ")"
+                      for r in c.get("rewards", [])]
+            what = "must not be carried out" if c.get("allowed") is False else "is to be carried out"
+            cases.append((f"`{c['name']}`", f"drawn with weight {num(c.get('weight', 1.0))}; the request {what}; "
+                          f"checks: {', '.join(checks)}"))
+        knobs = []
+        for name, k in (self.cap_spec.data.get("difficulty") or {}).items():
+            harder = {"up": "higher is harder", "down": "lower is harder"}.get(k.get("harder", ""), "")
+            notes = [k.get("description", ""), harder, "never tuned" if k.get("tune") is False else ""]
+            knobs.append((f"`{name}`", f"default {k['default']:g}, {k['min']:g} to {k['max']:g} "
+                          f"({k.get('type', 'float')}); " + "; ".join(n for n in notes if n)))
+        return {"Cases and their reward checks": cases, "Difficulty knobs (`difficulty={...}`)": knobs}
 
     # ------------------------------------------------------------------ for tests, calibration and probes
     def case_names(self) -> list[str]:

@@ -41,8 +41,9 @@ and only reports the end.  Randomness comes only from ``self.np_random``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 
@@ -93,11 +94,32 @@ def render_messages(messages: list[dict[str, Any]]) -> str:
 
 
 class ToolEnv(PicklableByValue, gym.Env[str, str]):
-    """Base class for text-in, text-out, tool-using conversation environments."""
+    """Base class for text-in, text-out, tool-using conversation environments.
+
+    Args:
+        max_steps: the step limit: the step that reaches it ends the episode as truncated.
+        render_mode: ``"ansi"`` (``render()`` returns the conversation as text), ``"human"`` (printed after
+            every reset and step) or None.
+        max_action_length: the longest action, in characters (the action space's ``max_length``); a longer one
+            is rejected as an action error.
+        max_observation_length: the longest observation, in characters; a longer one is cut with a marker.
+        tools_in_observation: list the tools in the reset observation (they are in ``info["tools"]`` either way).
+    """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
     # The reset option keys the env reads, when it declares them (front ends refuse other keys); None: undeclared.
     reset_option_keys: frozenset[str] | None = None
+    # What the env reference (``trace_gym.env_reference``, docs/env-reference.md) says of an env; each family
+    # declares its own.  Every ``info["termination_reason"]`` the env can report, and what it means:
+    termination_reasons: ClassVar[Mapping[str, str]] = {
+        TRUNCATED: "the step limit was reached, or the caller ended the episode with `truncate()`"}
+    # The entries of ``info["reward_info"]`` on the step that ends an episode, and what each holds:
+    reward_info_keys: ClassVar[Mapping[str, str]] = {}
+
+    def reference_tables(self) -> dict[str, list[tuple[str, str]]]:
+        """What the env reference shows of this env beyond its arguments, spaces, reward entries and ends:
+        ``{title: [(name, meaning), ...]}`` (a capability env: its cases' reward checks and its knobs)."""
+        return {}
 
     def __init__(
         self,

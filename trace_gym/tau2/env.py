@@ -49,6 +49,7 @@ from trace_gym.core.tools import Tool, ToolError, ToolResult, ToolSet
 
 from .domain_spec import DomainData, load_domain
 from .engine import Tau2Environment
+from .env_doc import REWARD_INFO_KEYS, TERMINATION_REASONS
 from .evaluator import evaluate  # at import, not in the first episode's last step
 from .prompts import agent_system_prompt
 from .users import STOP, UserContext, UserSimulator, is_user_stop, make_user
@@ -93,9 +94,30 @@ _SCHEMA_CACHE: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
 
 
 class Tau2Env(ToolEnv):
-    """A τ²-bench domain as a text-in/text-out Gymnasium environment (see the module docstring)."""
+    """A τ²-bench domain as a text-in, text-out Gymnasium env: one task per episode, run as tau2 1.0.1 runs it.
+
+    Args:
+        domain: the τ²-bench domain: ``airline``, ``retail``, ``telecom`` or ``mock``.
+        split: the split a task is drawn from when ``reset`` names none (``base``, ``train``, ``test``).
+        task_id: play this task at every reset that names none.
+        solo_mode: no user: the agent works from the task's ticket and ends with the ``done`` tool (domains
+            with tickets only).
+        user: the user simulator: ``"offline"`` (deterministic, no model), ``"llm"`` (an OpenAI-compatible
+            endpoint), ``{"kind": "offline"|"llm"|"replay", ...}`` or a ``UserSimulator``.
+        judge: the judge of natural-language assertions: None, a ``Judge``, or the keyword arguments of an
+            OpenAI-compatible one.
+        strict: score in strict mode (gold reads and NL assertions required, so refusing alone cannot pass).
+        unjudged_nl: without a judge, a task with NL assertions scores 0 (``"zero"``) or tau2's reward
+            without them (``"ignore"``).
+        max_steps: the step limit, in tau2's orchestrator steps (each agent message, user message and batch
+            of tool results is one).
+        max_errors: the episode ends after this many tool errors.
+        data_dir: another copy of the τ²-bench data (default: the data variable, the cache, the packaged copy).
+    """
 
     reset_option_keys = frozenset({"task", "task_id", "split"})
+    termination_reasons = TERMINATION_REASONS
+    reward_info_keys = REWARD_INFO_KEYS
 
     def __init__(
         self,

@@ -79,9 +79,42 @@ def _step(step: int | None) -> int:
 
 
 class ToolSandboxEnv(ToolEnv):
-    """One ToolSandbox scenario per episode, scored like upstream."""
+    """One ToolSandbox scenario per episode, scored like upstream.
+
+    Args:
+        scenario: play this scenario at every reset that names none.
+        category: draw scenarios of this category (e.g. ``"multiple_user_turn"``).
+        scenarios: the pool scenarios are drawn from (default: all 129).
+        user: the user side: ``"offline"`` (deterministic, no model), ``"scripted"`` (ends after the agent's
+            first answer), ``"llm-openai"`` / ``"llm-hf"`` (an LLM plays the user) or a ``UserSimulator``.
+        user_model: the model of an LLM user.
+        user_base_url: the endpoint of an ``"llm-openai"`` user (default ``http://localhost:8000/v1``).
+        user_api_key: the API key of an ``"llm-openai"`` user.
+        distraction_tools: add upstream's distraction tools: 3, 10 or ``"all"``.
+        scramble: show upstream's scrambled view of the tools: ``"tool_name"``, ``"tool_description"``,
+            ``"arg_description"`` or ``"arg_type"``.
+        unknown_tool: a call to a tool the scenario does not offer gets an error result (``"error"``) or ends
+            the episode with similarity 0 as upstream's runner does (``"abort"``).
+    """
 
     reset_option_keys = frozenset({"scenario", "category", "distraction_tools", "scramble"})
+    termination_reasons = {
+        "user_ended": "the user side ended the conversation",
+        "max_messages": "the scenario's cap on new messages was reached",
+        "aborted": "`unknown_tool=\"abort\"`: the agent called a tool the scenario does not offer (similarity 0)",
+        "max_steps": "the step limit was reached, or the caller ended the episode with `truncate()`",
+    }
+    reward_info_keys = {
+        "scenario": "the scenario's name",
+        "similarity": "the reward: the milestone similarity, or 0 when the episode hit a minefield",
+        "milestone_similarity": "how closely the episode matched the scenario's milestones, in [0, 1]",
+        "minefield_similarity": "how closely the episode matched a minefield (0: none was hit)",
+        "turn_count": "the conversation's turns, as upstream counts them",
+        "milestones": "per milestone: its score, the message it matched and the env step (-1: none)",
+        "minefields": "per minefield: the same",
+        "aborted": "whether the episode was aborted (`unknown_tool=\"abort\"`)",
+        "exception": "the abort's error line (empty otherwise)",
+    }
 
     def __init__(
         self,
