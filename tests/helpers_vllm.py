@@ -20,7 +20,8 @@ call signatures and return structures:
 * :func:`install` puts a ``vllm`` module (``LLM``, ``SamplingParams``, ``vllm.distributed.parallel_state``)
   in ``sys.modules`` and the names TRL imported from vLLM at load time into TRL's module.
 
-:attr:`FakeLLM.live` holds the engines not yet garbage-collected (a freed engine leaves it).
+:attr:`FakeLLM.live` holds the engines not yet garbage-collected (a freed engine leaves it); like vLLM's, an
+engine stays referenced by the process-wide state until ``destroy_model_parallel`` is called.
 """
 
 from __future__ import annotations
@@ -202,12 +203,14 @@ class FakeLLM:
     def __init__(self, model: str, **engine_args: Any):
         self.engine_args = {"model": model, **engine_args}
         self._sampler = _Sampler(model, engine_args.get("seed") or 0, engine_args.get("max_model_len"))
-        FakeLLM.created.append({"args": self.engine_args, "record": self._sampler.record})
+        # how many engines were still alive when this one was made (a previous training's not freed: > 0)
+        FakeLLM.created.append({"args": self.engine_args, "record": self._sampler.record, "alive_before": live_engines()})
         runner = types.SimpleNamespace(model=types.SimpleNamespace(load_weights=self._sampler.load_weights))
         self.llm_engine = types.SimpleNamespace(
             model_config=types.SimpleNamespace(max_model_len=self._sampler.max_model_len),
             model_executor=types.SimpleNamespace(driver_worker=types.SimpleNamespace(model_runner=runner)))
         FakeLLM.live.add(self)
+        _Teardown.engines.append(self)
 
     @property
     def sampler(self) -> _Sampler:
@@ -277,15 +280,27 @@ class FakeVLLMClient:
 
 
 class _Teardown:
-    """What :func:`install` recorded of vLLM's teardown functions."""
+    """vLLM's process-wide state as far as the fakes need it: like vLLM's model-parallel groups, it holds every
+    engine made in the process until ``destroy_model_parallel`` (so an engine nobody tears down stays alive),
+    and :attr:`calls` records the teardown functions called."""
 
     calls: list[str] = []
+    engines: list[Any] = []
+
+    @classmethod
+    def destroy_model_parallel(cls) -> None:
+        cls.calls.append("destroy_model_parallel")
+        cls.engines.clear()
+
+    @classmethod
+    def destroy_distributed_environment(cls) -> None:
+        cls.calls.append("destroy_distributed_environment")
 
 
 def _parallel_state() -> types.ModuleType:
     mod = types.ModuleType("vllm.distributed.parallel_state")
-    mod.destroy_model_parallel = lambda: _Teardown.calls.append("destroy_model_parallel")
-    mod.destroy_distributed_environment = lambda: _Teardown.calls.append("destroy_distributed_environment")
+    mod.destroy_model_parallel = _Teardown.destroy_model_parallel
+    mod.destroy_distributed_environment = _Teardown.destroy_distributed_environment
     return mod
 
 
@@ -312,7 +327,7 @@ def install(monkeypatch) -> type[_Teardown]:
     for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.setenv(var, "")
         monkeypatch.delenv(var)
-    _Teardown.calls = []
+    _Teardown.calls, _Teardown.engines = [], []
     FakeLLM.created = []
     return _Teardown
 
