@@ -304,8 +304,9 @@ def _parallel_state() -> types.ModuleType:
     return mod
 
 
-def install(monkeypatch) -> type[_Teardown]:
-    """Make ``import vllm`` and TRL's vLLM generation use the fakes for the test; returns the teardown record."""
+def install(monkeypatch, *, launched: bool = False) -> type[_Teardown]:
+    """Make ``import vllm`` and TRL's vLLM generation use the fakes for the test; returns the teardown record.
+    ``launched``: the process is one of a distributed launch (its ``RANK``, ``WORLD_SIZE``, ... are the launcher's)."""
     import trl.generation.vllm_generation as trl_vllm
 
     vllm = types.ModuleType("vllm")
@@ -324,7 +325,7 @@ def install(monkeypatch) -> type[_Teardown]:
                         ("VLLMClient", FakeVLLMClient)):
         monkeypatch.setattr(trl_vllm, name, value, raising=False)
     # TRL's colocate mode writes these for vLLM: whatever they were before the test comes back after it.
-    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+    for var in () if launched else ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.setenv(var, "")
         monkeypatch.delenv(var)
     _Teardown.calls, _Teardown.engines = [], []
