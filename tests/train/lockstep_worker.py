@@ -6,6 +6,9 @@ server being ``tests/helpers_vllm.py``'s fake client.  Process 0 plays seed 11 (
 process 1 seed 0 (three turns, a constant reward, so its group is drawn again).  Prints one JSON line.
 
     python -m torch.distributed.run --nproc_per_node 2 -m tests.train.lockstep_worker MODEL_FOLDER [--no-lockstep]
+
+With ``--train OUT`` the processes instead run ``trace_gym.train.train`` (two GRPO steps on
+``trace-test/train-turns-v0``) with ``backend=vllm, vllm_mode=server``, the fake client as the server.
 """
 
 from __future__ import annotations
@@ -52,5 +55,29 @@ def main(folder: str, lockstep: bool) -> None:
                       "agent_tokens": [sum(m) for m in out["env_mask"]]}), flush=True)
 
 
+def train_with_server(folder: str, out: str) -> None:
+    import pytest
+
+    import tests.train.envs  # noqa: F401
+    from tests.helpers_vllm import FakeVLLMClient, install
+    from trace_gym.train import TrainConfig, train
+
+    install(pytest.MonkeyPatch(), launched=True)
+    FakeVLLMClient.folder = folder
+    cfg = TrainConfig(env_id="trace-test/train-turns-v0", model=folder, out=out, backend="vllm", vllm_mode="server",
+                      vllm_server_base_url="http://127.0.0.1:8000", max_steps=2, num_generations=2, seeds_per_step=1,
+                      max_new_tokens_per_turn=4, max_completion_length=60, num_train_seeds=8, lora_r=4, lora_alpha=8,
+                      resample_constant_groups=False,
+                      learning_rate=5e-2, progress=False, seed=1, cpu_threads=1)
+    res = train(cfg)
+    client = FakeVLLMClient.made[0] if FakeVLLMClient.made else None
+    print(json.dumps({"steps": res.steps, "rollouts": res.rollouts, "syncs": client._sampler.record["syncs"] if client else None,
+                      "requests": len(client._sampler.record["requests"]) if client else None,
+                      "communicator": client.communicator if client else None}), flush=True)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], "--no-lockstep" not in sys.argv)
+    if "--train" in sys.argv:
+        train_with_server(sys.argv[1], sys.argv[sys.argv.index("--train") + 1])
+    else:
+        main(sys.argv[1], "--no-lockstep" not in sys.argv)

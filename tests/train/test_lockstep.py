@@ -30,7 +30,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_two_ranks(folder: str, *extra: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_two_ranks(folder: str, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """The worker under ``torch.distributed.run``; on a timeout (a hang) the launcher and its workers are
     killed and :class:`subprocess.TimeoutExpired` raised."""
     import psutil  # accelerate's dependency
@@ -64,3 +64,20 @@ def test_ranks_playing_different_numbers_of_turns_finish(tmp_path):
     assert rows[0]["rollouts"] == rows[1]["rollouts"] and rows[0]["resampled"] == rows[1]["resampled"]
     for r in rows.values():  # each process got its own episodes' samples back, with vLLM's log-probs
         assert all(r["logprobs"]) and all(0 < n <= 8 * t for n, t in zip(r["agent_tokens"], r["turns"], strict=True))
+
+
+def test_two_processes_train_with_a_vllm_server(tmp_path):
+    """Data parallel with vLLM in server mode: the processes share one (fake) server, which only process 0
+    talks to (generation for both, weight updates once per step); both train two steps and the rollouts of
+    both are counted, whatever turns their episodes took."""
+    folder = save_tiny_model(tmp_path / "model")
+    out = tmp_path / "adapters" / "dp"
+    proc = run_two_ranks(folder, "--train", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    assert len(rows) == 2 and all(r["steps"] == 2 for r in rows)
+    assert rows[0]["rollouts"] == rows[1]["rollouts"] == 8  # 2 steps x 2 processes x a group of 2, summed
+    server = [r for r in rows if r["syncs"] is not None]
+    assert len(server) == 1 and server[0]["syncs"] == 2 and server[0]["requests"] >= 8  # process 0's client only
+    assert server[0]["communicator"] is False  # closed when the training ended
+    assert (out / "adapter_model.safetensors").exists()
