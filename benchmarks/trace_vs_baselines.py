@@ -73,7 +73,9 @@ Command::
     python benchmarks/trace_vs_baselines.py --preset gpu --out runs/compare-gpu
     # or: trace-gym compare --target trace/tau2-retail-v0 --model Qwen/Qwen2.5-7B-Instruct \\
     #       --budgets 256,512,1024 --trials 4 --env max_steps=30 --train num_generations=8 \\
-    #       --train seeds_per_step=2 --gen max_new_tokens=512 --survey retail,airline,telecom
+    #       --train seeds_per_step=2 --train max_resamples=1 --train max_new_tokens_per_turn=512 \\
+    #       --train max_completion_length=8192 --train dtype=bfloat16 --gen max_new_tokens=512 \\
+    #       --survey retail,airline,telecom
 
 ``--seed N`` is the one seed of the whole pipeline (warm start, base rollouts, analysis,
 synthesis, calibration, training, routing, every method's sampling and the evaluation's trial

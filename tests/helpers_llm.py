@@ -2,6 +2,8 @@
 
 ``ChatServer().push(body, status, headers)`` queues a response; every request is kept in
 ``requests`` (``{"path", "headers", "body"}``).  An empty queue answers HTTP 500.
+``ChatServer(answer=fn)`` answers every request with ``fn(body) -> (status, body)`` instead (a
+server that computes its replies, e.g. from the request's ``model``).
 The server thread is a daemon and ``close()`` shuts it down; the ``server`` fixture
 (import ``server_fixture``) starts one per test and always closes it.
 """
@@ -33,8 +35,9 @@ def tool_call(name, arguments, idx=0):
 
 
 class ChatServer:
-    def __init__(self):
+    def __init__(self, answer=None):
         self.responses: list[tuple[int, dict, bytes]] = []
+        self.answer = answer
         self.requests: list[dict] = []
         server = self
 
@@ -43,7 +46,11 @@ class ChatServer:
                 length = int(self.headers.get("Content-Length", 0))
                 body = self.rfile.read(length)
                 server.requests.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(body)})
-                status, headers, payload = server.responses.pop(0) if server.responses else (500, {}, b'{"error": "queue empty"}')
+                if server.answer is not None:
+                    status, reply = server.answer(json.loads(body))
+                    headers, payload = {}, json.dumps(reply).encode()
+                else:
+                    status, headers, payload = server.responses.pop(0) if server.responses else (500, {}, b'{"error": "queue empty"}')
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))

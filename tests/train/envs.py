@@ -10,6 +10,9 @@
 * ``trace-test/train-constant-v0`` — every episode scores 0.5 (constant groups).
 * ``trace-test/train-spread-v0`` — one agent turn scored by a digest of its text (groups that differ
   even when every answer is cut at the same length).
+* ``trace-test/train-turns-v0`` — the user wants 1 to 3 replies (drawn from the seed: seed 11 wants 1,
+  seed 0 wants 3) and says "Go on." until then; the reward grows with the replies' length, except that
+  an episode of 3 replies always scores 0.5 (its groups are constant, so they are drawn again).
 """
 
 from __future__ import annotations
@@ -97,11 +100,35 @@ class SpreadEnv(SingleTurnEnv):
         return sum(text.encode()) % 5 / 4, {}
 
 
+class TurnsEnv(ToolEnv):
+    def __init__(self, **kwargs: Any):
+        super().__init__(max_steps=8, **kwargs)
+        self.turns = self.replies = 0
+
+    def _start(self, options: dict[str, Any]) -> Episode:
+        self.turns, self.replies = int(self.np_random.integers(1, 4)), 0
+        return Episode("You are a helpful assistant.", ToolSet(), [{"role": "user", "content": f"Reply {self.turns} times."}])
+
+    def _respond(self, message: dict[str, Any]) -> list[dict[str, Any]]:
+        self.replies += 1
+        if self.replies >= self.turns:
+            self.end("answered")
+            return []
+        return [{"role": "user", "content": "Go on."}]
+
+    def _evaluate(self) -> tuple[float, dict[str, Any]]:
+        if self.turns == 3:
+            return 0.5, {}
+        said = " ".join((m.get("content") or "") for m in self.transcript() if m["role"] == "assistant")
+        return round(min(len(said), 200) / 200, 4), {}
+
+
 IDS = {
     "trace-test/train-single-v0": "tests.train.envs:SingleTurnEnv",
     "trace-test/train-multi-v0": "tests.train.envs:MultiTurnEnv",
     "trace-test/train-constant-v0": "tests.train.envs:ConstantEnv",
     "trace-test/train-spread-v0": "tests.train.envs:SpreadEnv",
+    "trace-test/train-turns-v0": "tests.train.envs:TurnsEnv",
 }
 for _id, _entry in IDS.items():
     if _id not in gym.registry:

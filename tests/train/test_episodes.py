@@ -162,3 +162,31 @@ def test_an_episode_that_fills_the_context_ends_truncated_and_turns_ask_for_no_m
     assert all(len(ep.prompt_ids) + len(ep.completion_ids) >= context for ep in eps)
     assert all(0 < n <= min(64, context - length) for turn in asked for length, n in turn)
     assert len(asked) == 1 and asked[0][0][1] == 40  # one turn, asked for no more than its room
+
+
+def test_lockstep_pads_every_call_to_the_other_processes_rows_and_limit(tokenizer):
+    """In lock step a process keeps calling the sampler while another still plays: it pads each call with
+    filler prompts up to the most live episodes of any process, plus one carrying the largest token limit,
+    and drops their samples."""
+    from trace_gym.train.episodes import Sampled
+
+    calls = []
+    reply = tokenizer("Hi.", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+
+    def generate(prompts, limits):
+        calls.append((len(prompts), list(limits) if isinstance(limits, list) else limits))
+        return Sampled([reply] * len(prompts), [[-0.5] * len(reply)] * len(prompts))
+
+    others = iter([[3, 50], [3, 50], [1, 1]])  # the other process: 2 live episodes asking for 50 tokens, twice
+    agreed = []
+
+    def lockstep(values):
+        agreed.append(list(values))
+        return [max(a, b) for a, b in zip(values, next(others), strict=True)]
+
+    [ep] = run_token_episodes(_factory("trace-test/train-turns-v0"), [EpisodeRequest(11)], ChatRenderer(tokenizer),
+                              generate, max_new_tokens_per_turn=6, lockstep=lockstep)
+    assert ep.turns == 1 and ep.terminated  # seed 11 wants one reply
+    assert agreed == [[2, 6], [1, 1], [1, 1]]  # its live episodes + 1 and its largest limit, each call
+    assert calls == [(3, [6, 50, 50]), (3, [50, 50, 50])]  # its own prompt and two fillers, then fillers only
+    assert ep.completion_ids == reply and ep.logprobs == [-0.5] * len(reply)  # the fillers' samples dropped

@@ -44,7 +44,8 @@ _MODELS: dict[tuple[str, int], tuple[Any, Any]] = {}
 
 
 def _pristine(model: str, seed: int) -> tuple[Any, Any]:
-    """The base weights and tokenizer, loaded once per process (callers get copies of the weights)."""
+    """The base weights and tokenizer, loaded once per process and kept in CPU memory (callers get copies of the
+    weights on their device), so that no accelerator memory is held between the stages of a comparison."""
     key = (model, seed)
     if key not in _MODELS:
         from ..policies import hf
@@ -52,11 +53,9 @@ def _pristine(model: str, seed: int) -> tuple[Any, Any]:
         if model == "tiny":
             _MODELS[key] = hf.tiny_test_model(seed)
         elif model == "smollm2":
-            import torch
-
-            _MODELS[key] = hf.load_smollm2(device="cuda" if torch.cuda.is_available() else "cpu")
+            _MODELS[key] = hf.load_smollm2(device="cpu")
         else:
-            pol = hf.HFPolicy.from_pretrained(train_model_name(model))
+            pol = hf.HFPolicy.from_pretrained(train_model_name(model), device="cpu")
             _MODELS[key] = (pol.model, pol.tokenizer)
     return _MODELS[key]
 
@@ -65,8 +64,8 @@ def load_base_policy(model: str, *, seed: int = 0, **gen: Any) -> Any:
     """A fresh base policy: ``tiny`` (random tiny Llama), ``smollm2``, ``hf:NAME`` or a folder/hub name, or a
     server/script spec (``openai:URL#MODEL``, ``scripted:FILE``).
 
-    Local models are loaded once per process; each policy gets its own copy of the weights,
-    because loading adapters modifies the model it is given.
+    Local models are loaded once per process; each policy gets its own copy of the weights (on the GPU when
+    there is one), because loading adapters modifies the model it is given.
     """
     import copy
 
@@ -75,11 +74,14 @@ def load_base_policy(model: str, *, seed: int = 0, **gen: Any) -> Any:
         from ..policies import policy_from_spec
 
         return policy_from_spec(model, seed=seed, **gen)
+    import torch
+
     from ..policies.hf import HFPolicy
 
     weights, tok = _pristine(model, seed)
     keep = {k: gen[k] for k in ("max_new_tokens", "greedy", "temperature", "top_k", "top_p", "batch_size") if k in gen}
-    return HFPolicy(copy.deepcopy(weights), tok, policy_id=model, seed=seed, **keep)
+    device = "cuda" if torch.cuda.is_available() and model != "tiny" else "cpu"
+    return HFPolicy(copy.deepcopy(weights).to(device), tok, policy_id=model, seed=seed, **keep)
 
 
 def trainable(model: str) -> bool:

@@ -36,42 +36,57 @@ def resolve_policy(spec: str, *, model: str = "smollm2", adapters: str | Path = 
     ``base`` is the base model (``model``: ``smollm2``, a hub name or folder, or any
     policy spec); ``adapter:NAME`` that model with one registered adapter active;
     ``routed`` with every registered adapter, routed once per conversation by the
-    ``retrieval`` or ``classifier`` router over ``<adapters>/router_index``.
+    ``retrieval`` or ``classifier`` router over ``<adapters>/router_index``.  With a server
+    model (``openai:URL#BASE``) the adapters are the server's, by their registered names
+    (vLLM's ``--lora-modules NAME=PATH``): ``adapter:NAME`` asks the server for model ``NAME``
+    and ``routed`` is a :class:`~trace_gym.route.policy.ServerRoutedPolicy`.
     """
     if spec == "base":
         pol = _base(model, gen)
         pol.policy_id = f"base:{getattr(pol, 'policy_id', model)}"
         return pol
     if spec.startswith("adapter:") or spec == "routed":
-        from ..route.policy import AdapterPolicy, RoutedPolicy, WeightAdapterPolicy
+        from ..policies.openai_compat import OpenAICompatPolicy
+        from ..route.policy import AdapterPolicy, RoutedPolicy, ServerRoutedPolicy
         from ..route.registry import AdapterRegistry
 
         registry = AdapterRegistry(Path(adapters) / "manifest.json")
         base = _base(model, gen)
+        served = isinstance(base, OpenAICompatPolicy)
         if spec.startswith("adapter:"):
-            return AdapterPolicy(base, registry, fixed=spec.split(":", 1)[1])
-        pol = AdapterPolicy(base, registry)
-        from ..route.index import RouterIndex
-        from ..route.retrieval import RetrievalRouter
-
-        index_path = Path(adapters) / "router_index"
-        if not index_path.with_suffix(".json").exists():
-            raise FileNotFoundError(f"no router index at {index_path}.json; build one with the demo or `trace_gym.route.build`")
-        retrieval = RetrievalRouter(RouterIndex.load(index_path))
-        if router == "retrieval":
-            r: Any = retrieval
-        elif router == "classifier":
-            from ..route.classifier import ClassifierRouter
-
-            if not isinstance(pol, WeightAdapterPolicy):
-                raise ValueError(f"the classifier router scores with a transformers model; {model!r} serves its "
-                                 "adapters itself: use --router retrieval")
-            r = ClassifierRouter(base.model, base.tokenizer, retrieval=retrieval, base_weights=pol.base_weights)
-        else:
-            raise ValueError(f"unknown router {router!r}; expected 'retrieval' or 'classifier'")
-        by_cap = registry.by_capability()
-        mapping = {**{n: n for n in registry.names()}, **by_cap}
+            name = spec.split(":", 1)[1]
+            if served:  # a KeyError naming the registered adapters when NAME is not one
+                return base.with_model(registry[name].name, policy_id=f"adapter:{name}")
+            return AdapterPolicy(base, registry, fixed=name)
+        pol = None if served else AdapterPolicy(base, registry)
+        r = _router(router, adapters, base, pol, model)
+        mapping = {**{n: n for n in registry.names()}, **registry.by_capability()}
+        if served:
+            return ServerRoutedPolicy(base, r, registry.names(), mapping)
         return RoutedPolicy(pol, r, mapping)
     from ..policies import policy_from_spec
 
     return policy_from_spec(spec, **gen)
+
+
+def _router(kind: str, adapters: str | Path, base: Any, pol: Any, model: str) -> Any:
+    """The ``retrieval`` or ``classifier`` router over ``<adapters>/router_index`` (``pol``: the adapters on a
+    transformers base model, which the classifier scores with; ``None`` for a server model)."""
+    from ..route.index import RouterIndex
+    from ..route.policy import WeightAdapterPolicy
+    from ..route.retrieval import RetrievalRouter
+
+    index_path = Path(adapters) / "router_index"
+    if not index_path.with_suffix(".json").exists():
+        raise FileNotFoundError(f"no router index at {index_path}.json; build one with the demo or `trace_gym.route.build`")
+    retrieval = RetrievalRouter(RouterIndex.load(index_path))
+    if kind == "retrieval":
+        return retrieval
+    if kind == "classifier":
+        from ..route.classifier import ClassifierRouter
+
+        if not isinstance(pol, WeightAdapterPolicy):
+            raise ValueError(f"the classifier router scores with a transformers model; {model!r} serves its "
+                             "adapters itself: use --router retrieval")
+        return ClassifierRouter(base.model, base.tokenizer, retrieval=retrieval, base_weights=pol.base_weights)
+    raise ValueError(f"unknown router {kind!r}; expected 'retrieval' or 'classifier'")

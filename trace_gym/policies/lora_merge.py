@@ -1,9 +1,12 @@
 """LoRA adapters as merged weights: ``W + scale·BA`` computed once, so a forward costs what the base model's does.
 
 Both adapter-serving paths use it: :class:`~trace_gym.route.policy.AdapterPolicy` (inference,
-one weight set per adapter swapped into the plain model) and the GRPO rollout sampler
+one weight set per adapter swapped into the plain model) and the GRPO rollout samplers
 (:func:`trace_gym.train.generation.transformers_generate_fn`: a plain copy of the model whose
-adapted weights are refreshed from the trained adapter before each batch of rollouts).
+adapted weights are refreshed from the trained adapter before each batch of rollouts; and
+:mod:`trace_gym.train.vllm`, which sends the merged weights to vLLM one layer at a time).
+Each merged weight is a new tensor: the base weight is never changed, so merging again and
+again does not drift.
 The delta is PEFT's own (``get_delta_weight``), added in the weight's dtype, which is what
 PEFT's ``merge`` writes.  ``torch`` and ``peft`` are imported lazily.
 """
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["lora_layers", "mergeable", "merged_weights"]
+__all__ = ["lora_layers", "mergeable", "merged_weight", "merged_weights"]
 
 
 def lora_layers(peft_model: Any) -> list[tuple[str, Any]]:
@@ -31,14 +34,18 @@ def mergeable(peft_model: Any, names: list[str]) -> bool:
     return all(hasattr(m.get_base_layer(), "weight") for _, m in lora_layers(peft_model))
 
 
-def merged_weights(peft_model: Any, name: str | None) -> dict[str, Any]:
-    """Each LoRA layer's merged weight for adapter ``name`` (``None``: its original weight, shared, not copied)."""
+def merged_weight(layer: Any, name: str | None) -> Any:
+    """One LoRA layer's weight with adapter ``name`` added, as a new tensor in the weight's dtype (``None``, or an
+    adapter the layer does not hold: the base weight itself, shared, not copied)."""
     import torch
 
-    out: dict[str, Any] = {}
+    weight = layer.get_base_layer().weight.data
+    if name is None or not (name in getattr(layer, "lora_A", {}) or name in getattr(layer, "lora_embedding_A", {})):
+        return weight
     with torch.no_grad():
-        for path, layer in lora_layers(peft_model):
-            weight = layer.get_base_layer().weight.data
-            has = name is not None and (name in getattr(layer, "lora_A", {}) or name in getattr(layer, "lora_embedding_A", {}))
-            out[path] = weight + layer.get_delta_weight(name).to(weight.dtype) if has else weight
-    return out
+        return weight + layer.get_delta_weight(name).to(weight.dtype)
+
+
+def merged_weights(peft_model: Any, name: str | None) -> dict[str, Any]:
+    """Each LoRA layer's merged weight for adapter ``name`` (:func:`merged_weight`; ``None``: its original weight)."""
+    return {path: merged_weight(layer, name) for path, layer in lora_layers(peft_model)}

@@ -90,6 +90,17 @@ class OpenAICompatPolicy:
         self.concurrency = concurrency
         self.policy_id = policy_id or f"openai:{model}"
 
+    def with_model(self, model: str, *, policy_id: str | None = None) -> OpenAICompatPolicy:
+        """The same server and settings asking for another served ``model`` (e.g. a LoRA adapter vLLM serves
+        under that name)."""
+        import copy
+
+        other = copy.copy(self)
+        other.client = copy.copy(self.client)  # its own lock and request count
+        other.client.model, other.client.requests_sent, other.model = model, 0, model
+        other.policy_id = policy_id or f"openai:{model}"
+        return other
+
     @property
     def requests_sent(self) -> int:
         """HTTP attempts so far, retries included."""

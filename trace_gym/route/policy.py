@@ -7,9 +7,10 @@
 * :class:`RoutedPolicy` asks a router once per conversation (at its first action)
   which adapter to use and keeps that choice until the next ``reset``; it records
   every decision in :attr:`RoutedPolicy.decisions`.
-* :class:`ServerRoutedPolicy` does the same against a vLLM server started with
-  ``--enable-lora --lora-modules NAME=PATH ...``: the adapter name is sent as the
-  request's ``model`` (multi-LoRA serving), the base model's name for none.
+* :class:`ServerRoutedPolicy` does the same against an OpenAI-compatible server that serves the
+  adapters by name (vLLM started with ``--enable-lora --lora-modules NAME=PATH ...``,
+  :class:`ServerAdapters`): each request's ``model`` is its conversation's adapter, or the base
+  model's name for none, and a batch's requests go out concurrently.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from ..policies.lora_merge import mergeable, merged_weights
 from .base import NO_ADAPTER, Router, first_user_message, tool_names
 from .registry import AdapterRegistry
 
-__all__ = ["AdapterError", "AdapterPolicy", "WeightAdapterPolicy", "ServedAdapterPolicy", "RoutedPolicy", "ServerRoutedPolicy"]
+__all__ = ["AdapterError", "AdapterPolicy", "WeightAdapterPolicy", "ServedAdapterPolicy", "RoutedPolicy", "ServerAdapters",
+           "ServerRoutedPolicy"]
 
 
 class AdapterError(ValueError):
@@ -272,23 +274,69 @@ class RoutedPolicy:
         return out  # type: ignore[return-value]
 
 
-class ServerRoutedPolicy:
-    """Multi-LoRA serving: route once per conversation, send the adapter name as the model."""
+class ServerAdapters:
+    """Adapters served by an OpenAI-compatible server under their own names, as vLLM serves LoRA adapters
+    (``vllm serve BASE --enable-lora --lora-modules NAME=PATH ...``; see docs/gpu.md): the adapter is chosen
+    by the request's ``model`` field.
 
-    def __init__(self, server_policy: Any, router: Router, base_model_name: str, label_to_adapter: dict[str, str] | None = None):
-        self.server, self.router, self.base_model_name = server_policy, router, base_model_name
-        self.label_to_adapter = label_to_adapter or {}
-        self.policy_id = f"routed-server:{router.name}"
-        self._route: str | None = None
+    ``server`` is the policy for the base model (an
+    :class:`~trace_gym.policies.openai_compat.OpenAICompatPolicy`, its ``model`` the served base model's
+    name); ``names`` the adapters the server serves.  :meth:`use` picks one (or :data:`NO_ADAPTER`);
+    a name not listed is a ``KeyError``.  A name the server does not serve comes back as its HTTP
+    error, a :class:`~trace_gym.policies.base.PolicyError`.  :attr:`policies` holds one policy per
+    served name, all with the server's settings.
+    """
+
+    accepts_seeds = True
+    serving = False
+    merged = False
+
+    def __init__(self, server: Any, names: list[str]):
+        self.server, self.names, self.active = server, list(names), NO_ADAPTER
+        self.policies = {NO_ADAPTER: server, **{n: server.with_model(n, policy_id=f"adapter:{n}") for n in self.names}}
+
+    def use(self, name: str) -> None:
+        if name not in self.policies:
+            raise KeyError(f"adapter {name!r} is not served; served: {self.names}")
+        self.active = name
 
     def reset(self, seed: int | None = None) -> None:
-        self._route = None
-        if hasattr(self.server, "reset"):
-            self.server.reset(seed)
+        pass
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-        if self._route is None:
-            label = self.router.route(messages, tools)
-            self._route = self.label_to_adapter.get(label, NO_ADAPTER)
-        self.server.model = self.base_model_name if self._route == NO_ADAPTER else self._route
-        return self.server.act(messages, tools)
+        return self.policies[self.active].act(messages, tools)
+
+    def act_batch(self, requests, seeds=None) -> list[str]:
+        return self.policies[self.active].act_batch(requests)
+
+
+class ServerRoutedPolicy(RoutedPolicy):
+    """Routed adapters behind an OpenAI-compatible server (:class:`ServerAdapters`): each conversation is routed
+    once, as by :class:`RoutedPolicy`, and every request carries its conversation's adapter (or the base model)
+    as its ``model``.  :meth:`act_batch` sends a batch's requests concurrently (up to the server policy's
+    ``concurrency``) whatever adapters they go to.
+
+    ``names``: the adapters the server serves; ``label_to_adapter`` maps the router's labels to them
+    (default: each name to itself); a label mapped to a name not served is a :class:`ValueError` here,
+    an unmapped label goes to the base model.
+    """
+
+    def __init__(self, server: Any, router: Router, names: list[str], label_to_adapter: dict[str, str] | None = None):
+        mapping = dict(label_to_adapter) if label_to_adapter else {n: n for n in names}
+        unserved = sorted({a for a in mapping.values() if a != NO_ADAPTER and a not in names})
+        if unserved:
+            raise ValueError(f"the router's labels map to adapters the server does not serve: {unserved}; served: {list(names)}")
+        super().__init__(ServerAdapters(server, names), router, mapping)  # type: ignore[arg-type]
+        self.policy_id = f"routed-server:{router.name}"
+
+    def act_batch(self, requests, seeds=None) -> list[str]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        seeds = list(seeds) if seeds is not None else [self._seed] * len(requests)
+        routes = [self._route(m, t, s) for (m, t), s in zip(requests, seeds, strict=True)]
+        policies = self.adapters.policies
+        if len(requests) <= 1:
+            return [policies[r].act(m, t) for (m, t), r in zip(requests, routes, strict=True)]
+        workers = min(int(getattr(self.adapters.server, "concurrency", 8)), len(requests))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(lambda i: policies[routes[i]].act(*requests[i]), range(len(requests))))

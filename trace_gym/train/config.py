@@ -16,7 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TrainConfig", "ConfigError", "load_config"]
+__all__ = ["TrainConfig", "ConfigError", "load_config", "IMPORTANCE_SAMPLING_MODES"]
+
+# TRL's importance-sampling correction of vLLM samples (``vllm_importance_sampling``; ``off``: none).
+IMPORTANCE_SAMPLING_MODES = ("off", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
 
 class ConfigError(ValueError):
@@ -42,6 +45,10 @@ class TrainConfig:
     max_steps: int = 50
     num_generations: int = 8  # G rollouts per seed
     seeds_per_step: int = 1  # groups per optimizer step
+    # Sequences per forward and backward of the loss (the step's seeds_per_step x num_generations are split into
+    # micro-batches whose gradients add up to the same update).  None: the whole batch on a CPU; on a GPU the
+    # largest micro-batch whose memory estimate fits the device (trace_gym.train.memory).
+    micro_batch_size: int | None = None
     gradient_accumulation_steps: int = 1
     num_iterations: int = 1  # optimisation passes per batch of rollouts
     learning_rate: float = 1e-5
@@ -112,7 +119,8 @@ class TrainConfig:
     sampler_gguf: str | None = None  # the trained model's GGUF for backend=llamacpp (default: smollm2's own)
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     device: str = "auto"  # auto | cpu | cuda
-    # None: on for CPU (a 5k-token GRPO backward of SmolLM2-135M needs >24 GB without it), off on GPU.
+    # Activation checkpointing.  None: on (a 5k-token GRPO backward of SmolLM2-135M needs >24 GB without it on a
+    # CPU; on a GPU, batches of 5k-token prompts and 8k-token episodes do not fit a 7B model's activations either).
     gradient_checkpointing: bool | None = None
     # Compute the prompt prefix a group shares once: in the loss (exact: same loss and gradients) and as a
     # KV cache reused across the group's episodes and turns while sampling.
@@ -127,6 +135,19 @@ class TrainConfig:
     # where the chunked head has no kernel of its own, for B x completion x vocab x 12 bytes of memory).
     lm_head: str = "fused"
     cpu_threads: int | None = None  # torch intra-op threads on CPU (None: torch's default)
+
+    # vLLM (backend=vllm, or auto with vllm installed and a CUDA GPU): GRPO's sampler is TRL's vLLM engine.
+    # colocate: an engine inside the training process, on its GPUs; server: a separate `vllm serve` process
+    # (docs/gpu.md), which data-parallel trainers share.
+    vllm_mode: str = "colocate"
+    vllm_gpu_memory_utilization: float = 0.3  # colocate: the share of each GPU's memory vLLM takes (weights + KV cache)
+    vllm_max_model_length: int | None = None  # colocate: vLLM's context (None: the model's); episodes that fill it end truncated
+    vllm_enable_sleep_mode: bool = False  # colocate: vLLM frees its memory while the loss and update run
+    vllm_tensor_parallel_size: int = 1  # colocate: GPUs one engine spans
+    vllm_server_base_url: str | None = None  # server: e.g. http://10.0.0.2:8000 (None: TRL's default, port 8000 here)
+    # TRL's correction for the difference between vLLM's and the trained model's log-probs, with vLLM's own
+    # log-probs of the sampled tokens: off | token_truncate | token_mask | sequence_truncate | sequence_mask.
+    vllm_importance_sampling: str = "sequence_mask"
 
     # Outputs.
     save_steps: int = 0  # checkpoint interval in optimizer steps (0: none)
@@ -149,6 +170,9 @@ class TrainConfig:
                      "max_new_tokens_per_turn", "max_completion_length", "num_train_seeds", "logging_steps"):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        batch = self.seeds_per_step * self.num_generations
+        if self.micro_batch_size is not None and (self.micro_batch_size < 1 or batch % self.micro_batch_size):
+            problems.append(f"micro_batch_size must divide seeds_per_step x num_generations ({batch}), got {self.micro_batch_size}")
         if self.sampling_lookahead < 0:
             problems.append(f"sampling_lookahead must be >= 0, got {self.sampling_lookahead}")
         if self.max_resamples < 0:
@@ -191,6 +215,7 @@ class TrainConfig:
             "lm_head": ("fused", "full"),
             "sft_prefix_grad": ("exact", "detached"),
         }
+        problems.extend(self._vllm_problems())
         if self.sampler_gguf is not None and self.backend != "llamacpp":
             problems.append(f"sampler_gguf is for backend=llamacpp, got backend={self.backend!r}")
         for name, allowed in choices.items():
@@ -199,6 +224,25 @@ class TrainConfig:
         if problems:
             raise ConfigError("invalid training config:\n  " + "\n  ".join(problems))
         return self
+
+    def _vllm_problems(self) -> list[str]:
+        problems = []
+        if self.vllm_mode not in ("colocate", "server"):
+            problems.append(f"vllm_mode must be 'colocate' or 'server', got {self.vllm_mode!r}")
+        if not 0.0 < self.vllm_gpu_memory_utilization <= 1.0:
+            problems.append(f"vllm_gpu_memory_utilization must be in (0, 1], got {self.vllm_gpu_memory_utilization}")
+        if self.vllm_max_model_length is not None and self.vllm_max_model_length < 1:
+            problems.append(f"vllm_max_model_length must be >= 1 or null, got {self.vllm_max_model_length}")
+        if self.vllm_tensor_parallel_size < 1:
+            problems.append(f"vllm_tensor_parallel_size must be >= 1, got {self.vllm_tensor_parallel_size}")
+        if self.vllm_importance_sampling not in IMPORTANCE_SAMPLING_MODES:
+            problems.append(f"vllm_importance_sampling must be one of {IMPORTANCE_SAMPLING_MODES}, got {self.vllm_importance_sampling!r}")
+        url = self.vllm_server_base_url
+        if url is not None and not url.startswith(("http://", "https://")):
+            problems.append(f"vllm_server_base_url must start with http:// or https://, got {url!r}")
+        if url is not None and self.vllm_mode != "server":
+            problems.append("vllm_server_base_url is for vllm_mode=server")
+        return problems
 
     def _type_problems(self) -> list[str]:
         """Each field whose value is not of its declared type (``lora_r=abc``, ``beta=[1]``)."""

@@ -6,7 +6,8 @@ the prompt with the model's chat template, and then alternates sampled agent tur
 replies, until every episode ends or runs out of its token budget.  The result for
 each episode is what a GRPO loss needs: the prompt ids, the completion ids, a mask
 that is 1 on the agent's sampled tokens and 0 on everything the env wrote, and the
-final reward.
+final reward, and, when the sampler reports them (vLLM), the sampler's log-prob of each
+agent token (0 on the env's tokens), which TRL's importance-sampling correction needs.
 
 Works with any Gymnasium env with text actions: trace-gym's ``ToolEnv`` family
 (``info["messages"]`` / ``info["tools"]``) is rendered message by message; any
@@ -21,11 +22,32 @@ from typing import Any
 
 from .chat import ChatRenderer
 
-__all__ = ["EpisodeRequest", "TokenEpisode", "GenerateFn", "run_token_episodes"]
+__all__ = ["EpisodeRequest", "Lockstep", "Sampled", "TokenEpisode", "GenerateFn", "prompt_messages", "run_token_episodes"]
 
 GenerateFn = Callable[[list[list[int]], "int | list[int]"], list[list[int]]]
 """``generate(prompts_ids, max_new_tokens) -> sampled ids per prompt`` (a stop token, if any, included last);
-``max_new_tokens`` is one limit for every prompt or a list with one per prompt."""
+``max_new_tokens`` is one limit for every prompt or a list with one per prompt.  A back end that knows
+the log-prob it sampled each token with returns a :class:`Sampled` (a list of the same ids) instead."""
+
+Lockstep = Callable[[Sequence[int]], list[int]]
+"""``lockstep(values) -> the element-wise maximum of values over the processes of a distributed run``: a
+collective, called by every process at the same points (see :func:`run_token_episodes`)."""
+
+
+class Sampled(list):
+    """A ``GenerateFn``'s answer with log-probs: the sampled ids per prompt (the list itself) and
+    :attr:`logprobs`, the log-prob the sampler drew each of those tokens with (``nan`` where it has none).
+    A row's log-probs must be as many as its ids (:class:`ValueError` otherwise)."""
+
+    def __init__(self, ids: Sequence[Sequence[int]], logprobs: Sequence[Sequence[float | None]]):
+        super().__init__(list(row) for row in ids)
+        if len(logprobs) != len(self) or any(len(lp) != len(row) for lp, row in zip(logprobs, self, strict=True)):
+            raise ValueError("Sampled: one log-prob per sampled token, per row")
+        self.logprobs = [[float("nan") if v is None else float(v) for v in lp] for lp in logprobs]
+
+    def rows(self, n: int) -> Sampled:
+        """The first ``n`` rows (and their log-probs)."""
+        return Sampled(self[:n], self.logprobs[:n])
 
 
 @dataclass(slots=True)
@@ -45,6 +67,8 @@ class TokenEpisode:
     generation_prompt_ids: list[int]  # what the agent was sampled from
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)  # 1: sampled by the agent, 0: written by the env
+    # the sampler's log-prob of each completion token (0.0 on env tokens); None when the sampler reported none
+    logprobs: list[float] | None = field(default_factory=list)
     reward: float = 0.0
     reward_info: dict[str, Any] = field(default_factory=dict)
     hint_shown: bool = False
@@ -67,7 +91,9 @@ class _Live:
     done: bool = False
 
 
-def _prompt_messages(obs: str, info: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
+def prompt_messages(obs: str, info: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
+    """``(messages, tools, structured)`` of a reset: a ``ToolEnv``'s ``info["messages"]``/``info["tools"]``, or the
+    observation as one user message (``structured`` False) for any other env."""
     if isinstance(info.get("messages"), list):
         return list(info["messages"]), list(info.get("tools") or []), True
     return [{"role": "user", "content": obs}], [], False
@@ -87,12 +113,21 @@ def run_token_episodes(
     hint_option: str = "hint",
     envs: list[Any] | None = None,
     context: int | None = None,
+    lockstep: Lockstep | None = None,
 ) -> list[TokenEpisode]:
     """Play ``requests`` (one env instance each; pass ``envs`` to reuse instances) and return their token episodes.
 
     ``context``: the model's context in tokens.  A turn never asks for more tokens than the
     room an episode has left; an episode with no room left ends as truncated (reason
     ``context_length``), scored like any episode the trainer's limits cut.
+
+    ``lockstep`` (data-parallel runs whose sampler is a collective, such as TRL's vLLM server
+    mode, which gathers every process's prompts at each call): every process then calls
+    ``generate`` the same number of times with the same number of prompts, until the last
+    episode of every process has ended.  A process pads each call with one-token filler prompts
+    (their samples are dropped): up to the largest number of live episodes, plus one whose token
+    limit is the largest any process asked for, so a back end that samples every prompt of a
+    call with one limit gives each row the room it asked for.
     """
     tok = renderer.tokenizer
     live: list[_Live] = []
@@ -102,7 +137,7 @@ def run_token_episodes(
     for req, env in zip(requests, envs, strict=False):
         options = {hint_option: bool(req.hint)} if req.hint is not None else None
         obs, info = env.reset(seed=int(req.seed), options=options)
-        messages, tools, structured = _prompt_messages(obs, info)
+        messages, tools, structured = prompt_messages(obs, info)
         gen_ids = renderer.prompt_ids(messages, tools)
         hint_shown = bool(info.get("hint_shown", False))
         loss_ids = gen_ids
@@ -112,6 +147,7 @@ def run_token_episodes(
         live.append(_Live(ep, env, len(messages), structured))
 
     turn_cap = max_turns if max_turns is not None else 1_000_000
+    filler = [tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id]
     while True:
         active = [x for x in live if not x.done]
         rooms = {id(x): (context - len(x.episode.generation_prompt_ids) - len(x.episode.completion_ids)
@@ -120,17 +156,30 @@ def run_token_episodes(
             if rooms[id(x)] < 1:
                 _cut(x, truncated_reward, "context_length")
         active = [x for x in active if not x.done]
-        if not active:
-            break
         budgets = [max_completion_length - len(x.episode.completion_ids) for x in active]
         limits = [max(1, min(max_new_tokens_per_turn, b, rooms[id(x)])) for x, b in zip(active, budgets, strict=True)]
-        outs = generate([x.episode.generation_prompt_ids + x.episode.completion_ids for x in active],
-                        limits[0] if len(set(limits)) == 1 else limits)
-        for x, out, budget in zip(active, outs, budgets, strict=True):
+        prompts = [x.episode.generation_prompt_ids + x.episode.completion_ids for x in active]
+        if lockstep is None:
+            if not active:
+                break
+            outs = generate(prompts, limits[0] if len(set(limits)) == 1 else limits)
+        else:
+            rows, limit = lockstep([len(active) + 1, max(limits, default=1)])
+            if rows == 1:  # no process has a live episode
+                break
+            pad = rows - len(active)
+            outs = generate(prompts + [filler] * pad, limits + [limit] * pad)
+            outs = outs.rows(len(active)) if isinstance(outs, Sampled) else outs[: len(active)]
+        logprobs = outs.logprobs if isinstance(outs, Sampled) else None
+        for i, (x, out, budget) in enumerate(zip(active, outs, budgets, strict=True)):
             ep = x.episode
             out = list(out)[: max(0, budget)]
             ep.completion_ids.extend(out)
             ep.env_mask.extend([1] * len(out))
+            if logprobs is None or ep.logprobs is None:
+                ep.logprobs = None
+            else:
+                ep.logprobs.extend(logprobs[i][: len(out)])
             ep.turns += 1
             text = tok.decode(out, skip_special_tokens=True)
             obs, reward, terminated, truncated, info = x.env.step(text)
@@ -159,6 +208,8 @@ def run_token_episodes(
                 continue
             ep.completion_ids.extend(cont)
             ep.env_mask.extend([0] * len(cont))
+            if ep.logprobs is not None:
+                ep.logprobs.extend([0.0] * len(cont))
     return [x.episode for x in live]
 
 

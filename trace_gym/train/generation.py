@@ -1,5 +1,5 @@
-"""Sampling back ends for the rollout function: trace-gym's decoding loop, transformers ``generate``, llama.cpp, or
-TRL's vLLM helper.
+"""Sampling back ends for the rollout function: trace-gym's decoding loop, transformers ``generate`` and llama.cpp
+(vLLM's is :mod:`trace_gym.train.vllm`).
 
 Each takes the token ids of several partial episodes and a token limit (one for all, or
 one per episode: the room its context has left) and returns the ids each one sampled
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["LlamaCppSampler", "fast_sampling", "sampler_model", "stop_token_ids", "trainer_pick",
-           "transformers_generate_fn", "vllm_generate_fn"]
+           "transformers_generate_fn"]
 
 
 def stop_token_ids(trainer: Any) -> list[int]:
@@ -330,19 +330,3 @@ class LlamaCppSampler:
         if self._dir is not None:
             self._dir.cleanup()
             self._dir, self._slots = None, 0
-
-
-def vllm_generate_fn(trainer: Any):
-    """A ``GenerateFn`` over TRL's vLLM generation helper (weights are synced by the trainer before each rollout call).
-
-    vLLM's per-request length limit is the trainer's ``max_completion_length``; the
-    per-turn limit is applied by truncating what comes back.
-    """
-    stops = set(stop_token_ids(trainer))
-
-    def generate(prompts: list[list[int]], max_new_tokens: int | list[int]) -> list[list[int]]:
-        limits = _limits(max_new_tokens, len(prompts))
-        _, completion_ids, _, _ = trainer.vllm_generation.generate(prompts=prompts, images=None, num_generations=1)
-        return [_cut_after_stop(list(ids)[:n], stops) for ids, n in zip(completion_ids, limits, strict=True)]
-
-    return generate

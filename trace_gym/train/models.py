@@ -59,13 +59,13 @@ def load_model_and_tokenizer(name: str, *, seed: int = 0, dtype: Any = None) -> 
 
 def run_arguments(cfg: TrainConfig, config_class: type, device: str, dtype: Any) -> dict[str, Any]:
     """The ``TrainingArguments`` keywords every trace-gym run shares (GRPO and the SFT warm start):
-    seeds, precision, device, no reporters or progress bars, and activation checkpointing (on by
-    default on CPU) under the name ``config_class`` knows."""
+    seeds, precision, device, no reporters or progress bars, and activation checkpointing (on unless
+    ``gradient_checkpointing`` is false) under the name ``config_class`` knows."""
     import torch
 
     from ..compat import checkpointing_args
 
-    checkpointing = cfg.gradient_checkpointing if cfg.gradient_checkpointing is not None else device == "cpu"
+    checkpointing = cfg.gradient_checkpointing is not False
     return dict(seed=cfg.seed, data_seed=cfg.seed, report_to="none", disable_tqdm=True, use_cpu=device == "cpu",
                 bf16=dtype == torch.bfloat16, fp16=dtype == torch.float16, dataloader_num_workers=0,
                 run_name=cfg.run_name, **checkpointing_args(config_class, checkpointing))

@@ -20,9 +20,16 @@ What the function adds on top of plain episode playing:
 * **Budget.**  Every env episode played (resamples included) is counted in
   :attr:`EnvRolloutFunc.stats`, which checkpoints save and resumes restore.
 
-It returns ``prompt_ids``, ``completion_ids``, ``logprobs`` (``None``: the loss
-recomputes them), ``env_mask`` (TRL's mask of agent tokens) and per-episode
-fields for the reward function :func:`env_reward`.
+It returns ``prompt_ids``, ``completion_ids``, ``logprobs`` (the sampler's log-prob of each
+completion token when it reports them, as vLLM does, for TRL's importance-sampling
+correction; ``None`` otherwise, and the loss recomputes them), ``env_mask`` (TRL's mask of
+agent tokens) and per-episode fields for the reward function :func:`env_reward`.
+
+In a data-parallel run whose sampler is a collective (vLLM in server mode, colocated tensor
+parallelism, ``generate`` on a sharded model) the processes play in lock step: each keeps
+calling the sampler, padded with filler prompts, until every process's episodes and
+resamples have ended, so processes whose episodes take different numbers of turns do not
+wait on each other forever.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from .chat import ChatRenderer
-from .episodes import EpisodeRequest, GenerateFn, TokenEpisode, run_token_episodes
+from .episodes import EpisodeRequest, GenerateFn, Lockstep, TokenEpisode, run_token_episodes
 
 __all__ = ["EnvRolloutFunc", "RolloutStats", "env_reward", "seed_dataset", "seed_prompt", "parse_seed_prompt", "derived_seed"]
 
@@ -202,14 +209,16 @@ class EnvRolloutFunc:
         return self._renderer
 
     def play(self, groups: list[tuple[int, int]], tokenizer: Any, generate: GenerateFn, stop_texts: Sequence[str],
-             context: int | None = None) -> list[list[TokenEpisode]]:
+             context: int | None = None, lockstep: Lockstep | None = None) -> list[list[TokenEpisode]]:
         """Play ``[(seed, group size), ...]``, resampling constant groups; returns the episodes per group.
-        ``context``: the model's context in tokens (episodes that fill it end as truncated)."""
+        ``context``: the model's context in tokens (episodes that fill it end as truncated); ``lockstep``: the
+        processes of a distributed run sample together (see :func:`~trace_gym.train.episodes.run_token_episodes`)
+        until every process has played its resamples."""
         renderer = self.renderer(tokenizer)
         attempts = [0] * len(groups)
         results: list[list[TokenEpisode] | None] = [None] * len(groups)
         pending = list(range(len(groups)))
-        while pending:
+        while pending if lockstep is None else lockstep([int(bool(pending))])[0]:
             requests: list[EpisodeRequest] = []
             for g in pending:
                 seed, size = groups[g]
@@ -224,6 +233,7 @@ class EnvRolloutFunc:
                 hint_option=self.hint_option,
                 envs=self._env_pool(len(requests)),
                 context=context,
+                lockstep=lockstep,
             )
             self.stats.rollouts += len(episodes)
             still: list[int] = []
@@ -241,11 +251,32 @@ class EnvRolloutFunc:
             pending = still
         return [r for r in results if r is not None]
 
-    # ------------------------------------------------------------------ the TRL entry point
-    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+    def sampler_for(self, trainer: Any) -> tuple[GenerateFn, int | None]:
+        """The ``GenerateFn`` of one rollout call and the context (in tokens) its episodes must fit:
+        ``generate`` or ``sampler`` when given; else vLLM when the trainer uses it, else the transformers
+        sampler; each stops a turn where the model's call format ends an action."""
         from ..policies.decoding import context_limit
         from ..policies.prompting import action_stop_strings
-        from .generation import stop_token_ids, transformers_generate_fn, vllm_generate_fn
+        from .generation import transformers_generate_fn
+
+        stops = action_stop_strings(self.renderer(trainer.processing_class).tool_format)
+        context = context_limit(trainer.model)
+        if self.generate is not None:
+            return self.generate, context
+        if self.sampler is not None:
+            return self.sampler(trainer, stops), context
+        if getattr(trainer, "use_vllm", False):
+            from .vllm import vllm_context, vllm_generate_fn
+
+            known = [c for c in (context, vllm_context(trainer)) if c is not None]  # the engine's may be shorter
+            return vllm_generate_fn(trainer, stops), (min(known) if known else None)
+        return transformers_generate_fn(trainer, prefix_cache=self.prefix_cache, lookahead=self.lookahead,
+                                        stop_strings=stops), context
+
+    # ------------------------------------------------------------------ the TRL entry point
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        from .generation import stop_token_ids
+        from .vllm import awake, needs_lockstep
 
         seeds = [parse_seed_prompt(p) for p in prompts]
         groups: list[tuple[int, int]] = []
@@ -255,20 +286,15 @@ class EnvRolloutFunc:
             else:
                 groups.append((s, 1))
         tok = trainer.processing_class
-        generate = self.generate
-        if generate is None and self.sampler is not None:
-            generate = self.sampler(trainer, action_stop_strings(self.renderer(tok).tool_format))
-        if generate is None:
-            if getattr(trainer, "use_vllm", False):
-                generate = vllm_generate_fn(trainer)
-            else:
-                generate = transformers_generate_fn(trainer, prefix_cache=self.prefix_cache, lookahead=self.lookahead,
-                                                    stop_strings=action_stop_strings(self.renderer(tok).tool_format))
+        generate, context = self.sampler_for(trainer)
         stop_texts = [tok.decode([i]) for i in stop_token_ids(trainer)]
+        lockstep = (lambda values: _max_across_processes(trainer, values)) if needs_lockstep(trainer) else None
         before = self.stats.to_dict()
-        per_group = self.play(groups, tok, generate, stop_texts, context=context_limit(trainer.model))
+        with awake(trainer):
+            per_group = self.play(groups, tok, generate, stop_texts, context=context, lockstep=lockstep)
 
         out: dict[str, list[Any]] = {k: [] for k in ("prompt_ids", "completion_ids", "env_mask", "env_reward", "hint_shown", "env_seed", "turns", "constant_group")}
+        logprobs: list[list[float]] | None = []
         hinted = 0
         for eps in per_group:
             constant = len(eps) > 1 and len({e.reward for e in eps}) == 1
@@ -279,6 +305,10 @@ class EnvRolloutFunc:
             for e in eps:
                 completion = e.completion_ids if e.completion_ids else [tok.eos_token_id]
                 mask = e.env_mask if e.completion_ids else [0]
+                if logprobs is not None and e.logprobs is not None:
+                    logprobs.append(list(e.logprobs) if e.completion_ids else [0.0])
+                else:
+                    logprobs = None
                 if drop:
                     mask = [0] * len(mask)
                 out["prompt_ids"].append(list(e.prompt_ids))
@@ -302,7 +332,7 @@ class EnvRolloutFunc:
         self.reward_history.append(reward_sum / count if count else 0.0)
         self._log(trainer, int(count), int(hinted))
         result: dict[str, Any] = dict(out)
-        result["logprobs"] = None
+        result["logprobs"] = logprobs  # the sampler's, when it reported them (vLLM); else None: the loss recomputes
         return result
 
     def _sum_across_processes(self, trainer: Any, before: dict[str, int]) -> None:
@@ -330,10 +360,19 @@ class EnvRolloutFunc:
 
 def _sum_across_processes(trainer: Any, values: list[float]) -> list[float]:
     """``values`` summed over the processes of a distributed run (the same list, untouched, in a single process)."""
+    return _reduce(trainer, values, "sum")
+
+
+def _max_across_processes(trainer: Any, values: Sequence[int]) -> list[int]:
+    """``values`` element-wise maximum over the processes of a distributed run (a :data:`Lockstep`)."""
+    return [int(round(v)) for v in _reduce(trainer, list(values), "max")]
+
+
+def _reduce(trainer: Any, values: list[float], reduction: str) -> list[float]:
     accelerator = getattr(trainer, "accelerator", None)
     if accelerator is None or getattr(accelerator, "num_processes", 1) <= 1:
         return values
     import torch
 
-    total = accelerator.reduce(torch.tensor([float(v) for v in values], dtype=torch.float64, device=accelerator.device), reduction="sum")
+    total = accelerator.reduce(torch.tensor([float(v) for v in values], dtype=torch.float64, device=accelerator.device), reduction=reduction)
     return [float(x) for x in total.cpu().tolist()]

@@ -127,26 +127,23 @@ def _llamacpp_sampler(cfg: TrainConfig) -> Any:
     return LlamaCppSampler(gguf, lookahead=cfg.sampling_lookahead)
 
 
-def _grpo_args(cfg: TrainConfig, out: Path, device: str, dtype: Any) -> Any:
-    import torch
+def _grpo_args(cfg: TrainConfig, out: Path, device: str, dtype: Any, micro_batch: int | None = None) -> Any:
+    """TRL's ``GRPOConfig`` for ``cfg``; ``micro_batch``: sequences per forward and backward (default: the step's
+    whole batch), each step's batch of rollouts then split into accumulated micro-batches."""
     from trl import GRPOConfig
 
     from .models import run_arguments
 
-    use_vllm = False
-    if cfg.backend in ("auto", "vllm"):
-        import importlib.util
-
-        have = importlib.util.find_spec("vllm") is not None and torch.cuda.is_available()
-        if cfg.backend == "vllm" and not have:
-            raise RuntimeError("backend=vllm needs the vllm package and a CUDA GPU")
-        use_vllm = have and device == "cuda"
+    use_vllm = uses_vllm(cfg, device)
     batch = cfg.seeds_per_step * cfg.num_generations
+    micro = micro_batch or cfg.micro_batch_size or batch
+    if batch % micro:
+        raise ValueError(f"a micro-batch of {micro} sequences does not divide the step's {batch}")
     kwargs: dict[str, Any] = dict(
         output_dir=str(out / "checkpoints"),
-        per_device_train_batch_size=batch,
+        per_device_train_batch_size=micro,
         num_generations=cfg.num_generations,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps * (batch // micro),
         num_iterations=cfg.num_iterations,
         max_completion_length=cfg.max_completion_length,
         temperature=cfg.temperature,
@@ -174,8 +171,23 @@ def _grpo_args(cfg: TrainConfig, out: Path, device: str, dtype: Any) -> Any:
         **run_arguments(cfg, GRPOConfig, device, dtype),
     )
     if use_vllm:
-        kwargs["vllm_mode"] = "colocate"
+        from .vllm import grpo_vllm_arguments
+
+        kwargs.update(grpo_vllm_arguments(cfg))
     return GRPOConfig(**kwargs)
+
+
+def uses_vllm(cfg: TrainConfig, device: str) -> bool:
+    """Whether GRPO samples with vLLM: ``backend=vllm`` (an error without the ``vllm`` package), or ``auto`` with
+    the package installed and a CUDA device."""
+    import importlib.util
+
+    if cfg.backend not in ("auto", "vllm"):
+        return False
+    have = importlib.util.find_spec("vllm") is not None
+    if cfg.backend == "vllm" and not have:
+        raise RuntimeError("backend=vllm needs the vllm package: pip install 'trace-gym[vllm]' (see docs/gpu.md)")
+    return have and (cfg.backend == "vllm" or device == "cuda")
 
 
 def _skipping_trainer_class(base: type) -> type:
@@ -326,6 +338,77 @@ def _is_main_process() -> bool:
     return int(os.environ.get("RANK", "0") or 0) == 0
 
 
+def _rollout_function(cfg: TrainConfig, env_factory: Callable[[], Any], sampler: Any) -> Any:
+    from .rollout_func import EnvRolloutFunc
+
+    return EnvRolloutFunc(
+        env_factory,
+        num_generations=cfg.num_generations,
+        base_seed=cfg.seed,
+        hint_fraction=cfg.hint_fraction,
+        hint_option=cfg.hint_option,
+        resample_constant_groups=cfg.resample_constant_groups,
+        max_resamples=cfg.max_resamples,
+        drop_constant_groups=cfg.drop_constant_groups,
+        max_new_tokens_per_turn=cfg.max_new_tokens_per_turn,
+        max_completion_length=cfg.max_completion_length,
+        max_turns=cfg.max_turns,
+        truncated_reward=cfg.truncated_reward,
+        tools_in_prompt=cfg.tools_in_prompt,
+        tool_listing=cfg.tool_listing,
+        tool_format=cfg.tool_format,
+        prefix_cache=cfg.shared_prefix,
+        lookahead=cfg.sampling_lookahead,
+        sampler=sampler,
+    )
+
+
+def _probe(cfg: TrainConfig, env_factory: Callable[[], Any], rollout: Any, tokenizer: Any) -> tuple[dict[str, Any], int]:
+    """The env's metadata (:func:`env_metadata`) and the prompt length in tokens of its first training seed."""
+    from .episodes import prompt_messages
+
+    env = env_factory()
+    try:
+        obs, info = env.reset(seed=cfg.train_seed_start)
+        messages, tools, _ = prompt_messages(obs, info)
+        return env_metadata(env), len(rollout.renderer(tokenizer).prompt_ids(messages, tools))
+    finally:
+        env.close()
+
+
+def _memory_plan(cfg: TrainConfig, model: Any, prompt_tokens: int, device: str, use_vllm: bool, main: bool) -> Any:
+    """The run's :class:`~trace_gym.train.memory.MemoryEstimate` at its micro-batch (:func:`~trace_gym.train.memory.plan_memory`),
+    printed on stderr by process 0."""
+    from rich.console import Console
+
+    from .memory import device_memory, plan_memory
+
+    sharded = any(os.environ.get(v, "").lower() == "true" for v in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_USE_FSDP"))
+    copy = not use_vllm and cfg.backend != "llamacpp" and not sharded  # the transformers sampler's merged copy
+    est = plan_memory(cfg, model, device=device, prompt_tokens=prompt_tokens, use_vllm=use_vllm, sampler_copy=copy,
+                      device_total=device_memory(device))
+    if main:
+        Console(stderr=True).print(est.line(), soft_wrap=True, highlight=False, markup=False)
+    return est
+
+
+def _model_with_lora(cfg: TrainConfig, model: Any, tokenizer: Any, dtype: Any) -> tuple[Any, Any, Any]:
+    """``(model, tokenizer, the model wrapped with LoRA)``: ``cfg.model`` loaded unless ``model`` is given."""
+    from .models import load_model_and_tokenizer, wrap_lora
+
+    if model is None:
+        if not cfg.model:
+            raise ValueError("TrainConfig.model is required (or pass model and tokenizer)")
+        model, tokenizer = load_model_and_tokenizer(cfg.model, seed=cfg.seed, dtype=dtype)
+    elif tokenizer is None:
+        raise ValueError("pass tokenizer together with model")
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    with renamed_checkpointing_warnings_hidden():  # PEFT asks the model is_gradient_checkpointing
+        return model, tokenizer, wrap_lora(model, cfg)
+
+
 def train(
     cfg: TrainConfig,
     *,
@@ -338,7 +421,9 @@ def train(
     """Run GRPO+LoRA as configured; see the module docstring for what is written where.
 
     ``model``/``tokenizer`` override loading ``cfg.model`` (the model is wrapped with
-    LoRA here); ``env_factory`` overrides ``gym.make(cfg.env_id)``.
+    LoRA here); ``env_factory`` overrides ``gym.make(cfg.env_id)``.  A memory estimate
+    (:mod:`~trace_gym.train.memory`) is printed before the first step.  When the run ends,
+    or fails, its vLLM engine (if any) is freed (:func:`~trace_gym.train.vllm.release_vllm`).
 
     Under ``accelerate launch``/``torchrun`` (data parallel) every process plays its
     share of the groups and trains on them; the rollout accounting is summed across
@@ -346,8 +431,9 @@ def train(
     """
     from trl import GRPOTrainer
 
-    from .models import load_model_and_tokenizer, resolve_device, resolve_dtype, wrap_lora
-    from .rollout_func import EnvRolloutFunc, env_reward, seed_dataset
+    from .models import resolve_device, resolve_dtype
+    from .rollout_func import env_reward, seed_dataset
+    from .vllm import install_weight_sync, release_vllm
 
     cfg.validate()
     if not cfg.out:
@@ -372,45 +458,10 @@ def train(
 
         torch.set_num_threads(int(cfg.cpu_threads))
 
-    if model is None:
-        if not cfg.model:
-            raise ValueError("TrainConfig.model is required (or pass model and tokenizer)")
-        model, tokenizer = load_model_and_tokenizer(cfg.model, seed=cfg.seed, dtype=dtype)
-    elif tokenizer is None:
-        raise ValueError("pass tokenizer together with model")
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    with renamed_checkpointing_warnings_hidden():  # PEFT asks the model is_gradient_checkpointing
-        peft_model = wrap_lora(model, cfg)
+    model, tokenizer, peft_model = _model_with_lora(cfg, model, tokenizer, dtype)
 
-    rollout = EnvRolloutFunc(
-        env_factory,
-        num_generations=cfg.num_generations,
-        base_seed=cfg.seed,
-        hint_fraction=cfg.hint_fraction,
-        hint_option=cfg.hint_option,
-        resample_constant_groups=cfg.resample_constant_groups,
-        max_resamples=cfg.max_resamples,
-        drop_constant_groups=cfg.drop_constant_groups,
-        max_new_tokens_per_turn=cfg.max_new_tokens_per_turn,
-        max_completion_length=cfg.max_completion_length,
-        max_turns=cfg.max_turns,
-        truncated_reward=cfg.truncated_reward,
-        tools_in_prompt=cfg.tools_in_prompt,
-        tool_listing=cfg.tool_listing,
-        tool_format=cfg.tool_format,
-        prefix_cache=cfg.shared_prefix,
-        lookahead=cfg.sampling_lookahead,
-        sampler=sampler,
-    )
-    probe_env = env_factory()
-    try:
-        probe_env.reset(seed=cfg.train_seed_start)
-        meta = env_metadata(probe_env)
-    finally:
-        probe_env.close()
-
+    rollout = _rollout_function(cfg, env_factory, sampler)
+    meta, prompt_tokens = _probe(cfg, env_factory, rollout, tokenizer)
     main = _is_main_process()
     metrics = MetricsLog(out / "metrics.jsonl")
     start_step = 0
@@ -427,7 +478,8 @@ def train(
         atomic_write_text(out / "train_config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    args = _grpo_args(cfg, out, device, dtype)
+    memory = _memory_plan(cfg, peft_model, prompt_tokens, device, uses_vllm(cfg, device), main)
+    args = _grpo_args(cfg, out, device, dtype, micro_batch=memory.sequences)
     dataset = seed_dataset(range(cfg.train_seed_start, cfg.train_seed_start + cfg.num_train_seeds))
     cb = _callback_class()(rollout, metrics, f"train {cfg.run_name or out.name}", start_step)
     with renamed_checkpointing_warnings_hidden():
@@ -440,32 +492,39 @@ def train(
             rollout_func=rollout,
             callbacks=[cb, *(callbacks or [])],
         )
-    trainer.shared_prefix = bool(cfg.shared_prefix)
-    trainer.prefix_grad = cfg.prefix_grad
-    trainer.lm_head = cfg.lm_head
-    from transformers.trainer_callback import PrinterCallback
-
-    # every logged step goes to metrics.jsonl (and the progress line, when on), not to printed dicts on stdout
-    trainer.remove_callback(PrinterCallback)
-    # the progress line joins the caller's display when one is open
     try:
+        trainer.shared_prefix = bool(cfg.shared_prefix)
+        trainer.prefix_grad = cfg.prefix_grad
+        trainer.lm_head = cfg.lm_head
+        if args.use_vllm:
+            install_weight_sync(trainer)
+        from transformers.trainer_callback import PrinterCallback
+
+        # every logged step goes to metrics.jsonl (and the progress line, when on), not to printed dicts on stdout
+        trainer.remove_callback(PrinterCallback)
+        # the progress line joins the caller's display when one is open
         with renamed_checkpointing_warnings_hidden(), reporting(enabled=cfg.progress and main):
             trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
+        trainer.accelerator.wait_for_everyone()
+        main = trainer.accelerator.is_main_process
+        if main:
+            trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(out))
+        steps = int(trainer.state.global_step)
     finally:
         if sampler is not None:
             sampler.close()  # the llama.cpp engine and its merged weights
+        release_vllm(trainer)
+    return _finish(cfg, out, meta, model, rollout, metrics, steps, main, started)
 
-    trainer.accelerator.wait_for_everyone()
-    main = trainer.accelerator.is_main_process
-    if main:
-        trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(out))
-    rows = metrics.rows()
-    curve = _reward_curve(rows)
+
+def _finish(cfg: TrainConfig, out: Path, meta: dict[str, Any], model: Any, rollout: Any, metrics: MetricsLog, steps: int,
+            main: bool, started: float) -> TrainResult:
+    """The end of a run: its learning curve, its manifest entry (process 0 writes both) and its result."""
+    curve = _reward_curve(metrics.rows())
     plot = None
     if cfg.plot and curve and main:
         plot = plot_learning_curve([s for s, _ in curve], [r for _, r in curve], out / "learning_curve.png",
                                    title=f"{cfg.env_id or 'env'} / {cfg.model or 'model'}")
-    steps = int(trainer.state.global_step)
     entry = {
         "name": out.name,
         "path": str(out),
