@@ -53,6 +53,12 @@ def test_needs_routing_selection_and_the_reference_rows(tmp_path):
     assert index.settings["adapters"] == sel["choice"] == routing["adapters_choice"]
     assert trace["budget"]["used"] <= cfg.budget
 
+    # TRACE's evaluated policy acts with whichever adapter the router names, the joint one included
+    from trace_gym.compare.pipeline import _policy_for
+
+    policy, _ = _policy_for("trace", cfg, trace, run)
+    assert {a["adapter"] for a in trace["adapters"]} | {"joint"} <= set(policy.label_to_adapter)
+    assert all(policy.label_to_adapter[n] == n for n in policy.router.labels)
     # the joint row is TRACE's own joint adapter, forced; nothing trained twice
     joint = doc["details"]["joint"]
     assert joint["in_trace"] and Path(joint["adapter"]) == run / "trace" / "adapters" / "joint"

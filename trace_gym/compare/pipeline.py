@@ -300,7 +300,8 @@ def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: P
                 f"{result['routing']['skipped']}; adapter {best['adapter']} for every conversation")
     ap = M.adapter_policy(cfg.acting_spec, manifest, None, seed=cfg.seed, gen=gen, policy_id="adapters")
     router = RetrievalRouter(RouterIndex.load(result["routing"]["index"]))
-    pol = RoutedPolicy(ap, router, {a["adapter"]: a["adapter"] for a in adapters})
+    names = [a["adapter"] for a in adapters] + ([result["joint"]["adapter"]] if result.get("joint") else [])
+    pol = RoutedPolicy(ap, router, {n: n for n in names})  # the needs rule may route to the joint adapter
     pol.policy_id = f"trace:{Path(root).name}"
     return pol, f"{len(adapters)} adapter(s) with retrieval routing"
 
