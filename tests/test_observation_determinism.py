@@ -99,9 +99,9 @@ def _by_id(path: Path) -> dict[str, list[str]]:
 
 
 def _first_difference(a: list[str], b: list[str]) -> str:
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
-            at = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
+            at = next((i for i, (p, q) in enumerate(zip(x, y, strict=False)) if p != q), min(len(x), len(y)))
             return f"{json.loads(x)[:3]}:\n  {x[max(0, at - 160):at + 80]!r}\n  {y[max(0, at - 160):at + 80]!r}"
     return f"{len(a)} lines against {len(b)}"
 
