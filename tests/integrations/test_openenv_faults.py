@@ -273,3 +273,14 @@ def test_a_signal_with_open_sessions_stops_the_server_with_exit_0(sig):
     assert time.monotonic() - t0 < 15
     for x in sessions:
         x.close()
+
+
+def test_a_reply_holding_a_lone_surrogate_still_encodes_and_reads_back_exactly():
+    """The env never sees one from the wire, but should one reach a reply it travels as JSON's \\u escape."""
+    from trace_gym.integrations.openenv_server import _encode
+
+    reply = {"type": "observation", "data": {"observation": {"text": "x\ud800 \u00e9\U0001f600"}}}
+    text = _encode(reply)
+    text.encode("utf-8")  # what the WebSocket sends
+    assert json.loads(text) == reply
+    assert _encode({"text": "\u00e9"}) == '{"text": "\u00e9"}'  # valid text is sent as it is

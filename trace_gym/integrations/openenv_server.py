@@ -70,7 +70,7 @@ class RequestRefused(ValueError):
 class _Error(Exception):
     """A request answered with an error frame."""
 
-    def __init__(self, code: str, message: str, **extra: Any):
+    def __init__(self, code: WSErrorCode | str, message: str, **extra: Any):
         super().__init__(message)
         self.reply = {"type": "error", "data": {"message": message, "code": getattr(code, "value", code), **extra}}
 
@@ -79,7 +79,7 @@ def _encode(reply: dict[str, Any]) -> str:
     text = json.dumps(reply, ensure_ascii=False, default=str)
     try:
         text.encode("utf-8")
-    except UnicodeEncodeError:  # a string UTF-8 cannot carry: \\u escapes carry it exactly
+    except UnicodeEncodeError:  # a string UTF-8 cannot carry: JSON's \u escapes carry it exactly
         text = json.dumps(reply, default=str)
     return text
 
@@ -102,7 +102,7 @@ def _lone_surrogate(value: Any) -> str | None:
     return None
 
 
-def parse_request(message: dict[str, Any]) -> dict[str, Any]:
+def _parse_request(message: dict[str, Any]) -> dict[str, Any]:
     """The request an ASGI ``websocket.receive`` message holds; raises :class:`_Error` for anything else."""
     text = message.get("text")
     if text is None:
@@ -244,7 +244,7 @@ class SessionServer:
             if message["type"] == "websocket.disconnect":
                 return
             try:
-                reply = await self._answer(session, parse_request(message))
+                reply = await self._answer(session, _parse_request(message))
             except _Error as exc:
                 reply = exc.reply
             if reply is None or not await _send(ws, reply):
