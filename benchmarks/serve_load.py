@@ -21,7 +21,7 @@ mismatches or a session fails.
 
 Usage::
 
-    python benchmarks/serve_load.py [--env ID] [--sessions 64] [--steps 50] [--json]
+    python benchmarks/serve_load.py [--env ID] [--sessions 64] [--steps 50] [--compress] [--json]
 
 Client and server share the machine: on a machine with few cores the client's own work (JSON,
 digests) is part of what is measured.  Run it on an otherwise idle machine and say how busy it was.
@@ -71,6 +71,7 @@ class Report:
     errors: list[str] = field(default_factory=list)
     cpu_count: int = 0
     load_before: list[float] = field(default_factory=list)
+    compressed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -193,7 +194,8 @@ async def drive(url: str, plans: list[Plan], report: Report) -> None:
 
 
 def run(env_id: str, sessions: int, steps: int, server_args: list[str] | None = None) -> Report:
-    report = Report(env_id, sessions, steps, cpu_count=os.cpu_count() or 0, load_before=list(os.getloadavg()))
+    report = Report(env_id, sessions, steps, cpu_count=os.cpu_count() or 0, load_before=list(os.getloadavg()),
+                    compressed="--compress" in (server_args or []))
     plans = [plan_session(env_id, i, steps) for i in range(sessions)]
     report.in_process_requests_per_s = sum(len(p.frames) for p in plans) / sum(p.env_s for p in plans)
     server = ServerProcess(env_id, "--max-sessions", str(sessions), *(server_args or []))
@@ -211,7 +213,8 @@ def _text(r: Report) -> str:
     return "\n".join([
         f"# {platform.python_implementation()} {platform.python_version()} on {platform.machine()}, "
         f"{r.cpu_count} CPUs, load average before {r.load_before[0]:.2f}",
-        f"{r.env_id}: {r.sessions} concurrent sessions x {r.steps_per_session} steps on loopback",
+        f"{r.env_id}: {r.sessions} concurrent sessions x {r.steps_per_session} steps on loopback"
+        f"{' (compressed)' if r.compressed else ''}",
         f"requests        {r.requests} ({r.steps} steps, {r.requests - r.steps} resets) in {r.wall_s:.2f} s",
         f"throughput      {r.requests_per_s:,.0f} requests/s, {r.steps_per_s:,.0f} steps/s",
         f"step latency    p50 {lat.get('p50', math.nan):.1f} ms, p90 {lat.get('p90', math.nan):.1f} ms, "
@@ -227,11 +230,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--env", default="trace/cap-refund-policy-v0", help="env id (default trace/cap-refund-policy-v0)")
     ap.add_argument("--sessions", type=int, default=64, help="concurrent sessions (default 64)")
     ap.add_argument("--steps", type=int, default=50, help="steps each session sends (default 50)")
+    ap.add_argument("--compress", action="store_true", help="serve with --compress (WebSocket compression)")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     a = ap.parse_args(argv)
     if a.sessions < 1 or a.steps < 1:
         ap.error("--sessions and --steps must be >= 1")
-    report = run(a.env, a.sessions, a.steps)
+    report = run(a.env, a.sessions, a.steps, ["--compress"] if a.compress else [])
     print(json.dumps({**asdict(report), "ok": report.ok}, indent=2) if a.json else _text(report))
     return 0 if report.ok else 1
 

@@ -140,3 +140,21 @@ def test_the_load_benchmark_sees_a_reply_meant_for_another_session(server):
     report = bench.Report(ENV, 2, 4)
     asyncio.run(bench.drive(server.ws_url, plans, report))
     assert not report.errors and report.mismatches == len(plans[0].frames) + len(plans[1].frames)
+
+
+def test_compression_is_offered_only_with_compress(server):
+    from websockets.sync.client import connect
+
+    def extensions(url: str) -> str:
+        with connect(url, open_timeout=60) as ws:  # the client offers permessage-deflate
+            return ws.response.headers.get("Sec-WebSocket-Extensions", "")
+
+    assert extensions(server.ws_url) == ""
+    compressed = start_server("--compress")
+    try:
+        assert "permessage-deflate" in extensions(compressed.ws_url)
+        expected, actions = _in_process(0)
+        assert _over_the_wire(compressed.url, 0, actions) == expected
+    finally:
+        rc, out = compressed.stop()
+    assert rc == 0, out

@@ -23,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-sessions", type=int, default=64, help="concurrent sessions allowed (default 64)")
     p.add_argument("--idle-timeout", type=float, default=600, metavar="SECONDS",
                    help="close a session after this long without a request (default 600; 0: never)")
+    p.add_argument("--compress", action="store_true",
+                   help="offer WebSocket compression: smaller replies for a slow network, more CPU per step")
     p.add_argument("--env-kwargs", default=None, help="JSON object of gym.make kwargs")
     p.set_defaults(func=_run)
 
@@ -45,6 +47,6 @@ def _run(args: argparse.Namespace) -> int:
                            env_kwargs=env_kwargs)
     print(f"serving {args.env_id} on http://{args.host}:{args.port} (OpenEnv: /ws, /health, /schema); Ctrl-C stops",
           flush=True)
-    run_app(app, host=args.host, port=args.port)
+    run_app(app, host=args.host, port=args.port, compress=args.compress)
     print("stopped", flush=True)
     return 0

@@ -201,7 +201,7 @@ def create_trace_app(env_id: str, *, max_sessions: int = DEFAULT_MAX_SESSIONS,
 
 def serve(env_id: str, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: int = DEFAULT_MAX_SESSIONS,
           idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S, env_kwargs: dict[str, Any] | None = None,
-          log_level: str = "warning") -> None:
-    """Serve ``env_id`` (:func:`create_trace_app`) until SIGINT or SIGTERM."""
+          log_level: str = "warning", compress: bool = False) -> None:
+    """Serve ``env_id`` (:func:`create_trace_app`) until SIGINT or SIGTERM (``compress``: see :func:`run_app`)."""
     app = create_trace_app(env_id, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, env_kwargs=env_kwargs)
-    run_app(app, host=host, port=port, log_level=log_level)
+    run_app(app, host=host, port=port, log_level=log_level, compress=compress)

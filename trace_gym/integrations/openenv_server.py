@@ -319,9 +319,14 @@ class _Uvicorn(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
-def run_app(app: Any, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning") -> None:
-    """Serve ``app`` until SIGINT or SIGTERM, which close every session and return."""
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
+def run_app(app: Any, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning",
+            compress: bool = False) -> None:
+    """Serve ``app`` until SIGINT or SIGTERM, which close every session and return.
+
+    ``compress``: offer WebSocket compression (permessage-deflate) to clients that ask for it:
+    replies shrink several times, each costing the server about as much CPU as the env's step.
+    """
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, ws_per_message_deflate=compress,
                             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
     _Uvicorn(config).run()
 
