@@ -43,12 +43,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import gymnasium as gym
-from websockets.asyncio.client import connect
 
 import trace_gym  # noqa: F401  (registers the ids)
-from trace_gym.integrations.openenv import json_safe
-from trace_gym.integrations.openenv_server import ServerProcess
 from trace_gym.testing import seeded_hostile_action
+
+# The openenv extra (websockets, the server) is imported where it is used: the command line parses without it.
 
 FILLER = "Okay."
 MAX_HOSTILE_SIZE = 300
@@ -111,6 +110,8 @@ class Plan:
 
 def plan_session(env_id: str, session: int, steps: int) -> Plan:
     """What session ``session`` sends and the digest of each reply, played in process."""
+    from trace_gym.integrations.openenv import json_safe
+
     env = gym.make(env_id, disable_env_checker=True)
     rng = random.Random(f"serve_load:{env_id}:{session}")
     frames, expected, sent, k, env_s = [], [], 0, 0, 0.0
@@ -143,6 +144,8 @@ def plan_session(env_id: str, session: int, steps: int) -> Plan:
 async def _session(url: str, frames: list[str], expected: list[str], start: asyncio.Event,
                    latencies: list[float]) -> tuple[int, int]:
     """Send ``frames`` in order once ``start`` is set; ``(mismatches, steps sent)``."""
+    from websockets.asyncio.client import connect
+
     mismatches = steps = 0
     async with connect(url, max_size=None, open_timeout=60, ping_interval=None) as ws:
         await start.wait()
@@ -194,6 +197,8 @@ async def drive(url: str, plans: list[Plan], report: Report) -> None:
 
 
 def run(env_id: str, sessions: int, steps: int, server_args: list[str] | None = None) -> Report:
+    from trace_gym.integrations.openenv_server import ServerProcess
+
     report = Report(env_id, sessions, steps, cpu_count=os.cpu_count() or 0, load_before=list(os.getloadavg()),
                     compressed="--compress" in (server_args or []))
     plans = [plan_session(env_id, i, steps) for i in range(sessions)]
