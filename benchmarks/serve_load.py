@@ -15,8 +15,9 @@ another, a malformed action that changed state all show as mismatches.
 
 Prints: sessions, steps per session, requests (steps and resets), the timed run's wall seconds,
 throughput (requests/s and steps/s), step latency (send to reply, milliseconds: p50, p90, p99,
-max), the rate of the env alone in process (one thread, the same requests) for reference,
-mismatches and errors.  Exit status 1 when any reply
+max), CPU milliseconds per request of the env alone in process (the same requests, one thread),
+of the server process and of the client (wall figures suffer on a busy machine, CPU time much
+less), mismatches and errors.  Exit status 1 when any reply
 mismatches or a session fails.
 
 Usage::
@@ -65,7 +66,7 @@ class Report:
     requests_per_s: float = 0.0
     steps_per_s: float = 0.0
     latency_ms: dict[str, float] = field(default_factory=dict)
-    in_process_requests_per_s: float = 0.0
+    cpu_ms_per_request: dict[str, float] = field(default_factory=dict)  # the env in process, the server, the client
     mismatches: int = 0
     errors: list[str] = field(default_factory=list)
     cpu_count: int = 0
@@ -105,7 +106,7 @@ def _refused_on_the_wire(action: str) -> bool:
 class Plan:
     frames: list[str]  # what the session sends, in order
     expected: list[str]  # the digest of each reply
-    env_s: float  # seconds the env took for them in process (resets and steps)
+    env_cpu_s: float  # CPU seconds the env took for them in process (resets and steps)
 
 
 def plan_session(env_id: str, session: int, steps: int) -> Plan:
@@ -114,13 +115,13 @@ def plan_session(env_id: str, session: int, steps: int) -> Plan:
 
     env = gym.make(env_id, disable_env_checker=True)
     rng = random.Random(f"serve_load:{env_id}:{session}")
-    frames, expected, sent, k, env_s = [], [], 0, 0, 0.0
+    frames, expected, sent, k, env_cpu_s = [], [], 0, 0, 0.0
     while sent < steps:
         seed = session * 1000 + k
         k += 1
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         obs, info = env.reset(seed=seed)
-        env_s += time.perf_counter() - t0
+        env_cpu_s += time.process_time() - t0
         frames.append(json.dumps({"type": "reset", "data": {"seed": seed}}))
         expected.append(digest(obs, None, False, json_safe(info)))
         actions = _episode_actions(env, info, rng)
@@ -132,13 +133,13 @@ def plan_session(env_id: str, session: int, steps: int) -> Plan:
             if _refused_on_the_wire(action):
                 expected.append(REFUSED)
                 continue
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             obs, reward, terminated, truncated, info = env.step(action)
-            env_s += time.perf_counter() - t0
+            env_cpu_s += time.process_time() - t0
             done = bool(terminated or truncated)
             expected.append(digest(obs, float(reward), done, json_safe(info)))
     env.close()
-    return Plan(frames, expected, env_s)
+    return Plan(frames, expected, env_cpu_s)
 
 
 async def _session(url: str, frames: list[str], expected: list[str], start: asyncio.Event,
@@ -172,16 +173,30 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
 
 
-async def drive(url: str, plans: list[Plan], report: Report) -> None:
-    """Play every plan at once against the server at ``url``; fills ``report``'s counts and timings."""
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) process ``pid`` has used, from /proc (NaN where there is none)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return math.nan
+
+
+async def drive(url: str, plans: list[Plan], report: Report, server_pid: int | None = None) -> None:
+    """Play every plan at once against the server at ``url``; fills ``report``'s counts and timings (with the
+    server's CPU time when ``server_pid`` is given)."""
     start = asyncio.Event()
     latencies: list[float] = []
     tasks = [asyncio.create_task(_session(url, p.frames, p.expected, start, latencies)) for p in plans]
     await asyncio.sleep(0.5)  # every session connects (and its env is built) before the clock starts
-    t0 = time.perf_counter()
+    server0 = process_cpu_s(server_pid) if server_pid else math.nan
+    t0, c0 = time.perf_counter(), time.process_time()
     start.set()
     results = await asyncio.gather(*tasks, return_exceptions=True)
     report.wall_s = time.perf_counter() - t0
+    client_cpu = time.process_time() - c0
+    server_cpu = process_cpu_s(server_pid) - server0 if server_pid else math.nan
     for r in results:
         if isinstance(r, BaseException):
             report.errors.append(f"{type(r).__name__}: {r}")
@@ -191,6 +206,8 @@ async def drive(url: str, plans: list[Plan], report: Report) -> None:
     report.requests = sum(len(p.frames) for p in plans)
     report.requests_per_s = report.requests / report.wall_s
     report.steps_per_s = report.steps / report.wall_s
+    report.cpu_ms_per_request.update(server=1000 * server_cpu / report.requests,
+                                     client=1000 * client_cpu / report.requests)
     if latencies:
         report.latency_ms = {name: 1000 * _percentile(latencies, q) for name, q in
                              (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))}
@@ -202,10 +219,10 @@ def run(env_id: str, sessions: int, steps: int, server_args: list[str] | None = 
     report = Report(env_id, sessions, steps, cpu_count=os.cpu_count() or 0, load_before=list(os.getloadavg()),
                     compressed="--compress" in (server_args or []))
     plans = [plan_session(env_id, i, steps) for i in range(sessions)]
-    report.in_process_requests_per_s = sum(len(p.frames) for p in plans) / sum(p.env_s for p in plans)
+    report.cpu_ms_per_request["env"] = 1000 * sum(p.env_cpu_s for p in plans) / sum(len(p.frames) for p in plans)
     server = ServerProcess(env_id, "--max-sessions", str(sessions), *(server_args or []))
     try:
-        asyncio.run(drive(server.ws_url, plans, report))
+        asyncio.run(drive(server.ws_url, plans, report, server.proc.pid))
     finally:
         rc, out = server.stop()
     if rc != 0 or "Traceback" in out:
@@ -214,7 +231,7 @@ def run(env_id: str, sessions: int, steps: int, server_args: list[str] | None = 
 
 
 def _text(r: Report) -> str:
-    lat = r.latency_ms
+    lat, cpu = r.latency_ms, r.cpu_ms_per_request
     return "\n".join([
         f"# {platform.python_implementation()} {platform.python_version()} on {platform.machine()}, "
         f"{r.cpu_count} CPUs, load average before {r.load_before[0]:.2f}",
@@ -224,7 +241,8 @@ def _text(r: Report) -> str:
         f"throughput      {r.requests_per_s:,.0f} requests/s, {r.steps_per_s:,.0f} steps/s",
         f"step latency    p50 {lat.get('p50', math.nan):.1f} ms, p90 {lat.get('p90', math.nan):.1f} ms, "
         f"p99 {lat.get('p99', math.nan):.1f} ms, max {lat.get('max', math.nan):.1f} ms",
-        f"in process      {r.in_process_requests_per_s:,.0f} requests/s (the env alone, one thread, the same requests)",
+        f"CPU per request {cpu.get('env', math.nan):.2f} ms the env alone in process, "
+        f"{cpu.get('server', math.nan):.2f} ms the server, {cpu.get('client', math.nan):.2f} ms the client",
         f"replies         {r.mismatches} differ from the in-process replay; {len(r.errors)} session errors",
         *r.errors[:5],
     ])

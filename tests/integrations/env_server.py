@@ -13,7 +13,7 @@ from trace_gym.integrations.openenv_server import ServerProcess
 
 ENV = "trace/cap-refund-policy-v0"
 ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = 120
+START_TIMEOUT_S = 300  # a busy machine is slow to import OpenEnv (gradio)
 
 
 def start_server(*args: str, env_id: str = ENV) -> ServerProcess:

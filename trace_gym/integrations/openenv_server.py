@@ -341,7 +341,7 @@ class ServerProcess:
     """
 
     def __init__(self, env_id: str, *args: str, env: dict[str, str] | None = None, cwd: str | None = None,
-                 start_timeout_s: float = 120):
+                 start_timeout_s: float = 300):
         import subprocess
         import sys
         import tempfile
