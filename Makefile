@@ -44,7 +44,7 @@ $(OPENENV_STAMP): pyproject.toml
 	touch $(OPENENV_STAMP)
 
 test-openenv: $(OPENENV_STAMP)
-	HF_HUB_OFFLINE=1 $(OPENENV_VENV)/bin/python -m pytest tests/integrations/test_openenv_server.py tests/integrations/test_extras.py
+	HF_HUB_OFFLINE=1 $(OPENENV_VENV)/bin/python -m pytest tests/integrations/test_openenv_server.py tests/integrations/test_openenv_faults.py tests/integrations/test_extras.py
 
 clean:
 	rm -rf $(VENV) $(OPENENV_VENV) .pytest_cache .hypothesis

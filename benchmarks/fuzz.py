@@ -44,12 +44,9 @@ from typing import Any
 import gymnasium as gym
 
 import trace_gym  # noqa: F401  (registers the ids)
-from trace_gym.testing import HOSTILE_SHAPES, hostile_action
+from trace_gym.testing import seeded_hostile_action
 
 SLOWEST_TARGET_S = 1.0
-_PLAIN = ["Hello, how can I help you today?", "Could you confirm your email, please?", "Thank you, goodbye.", "", "   ",
-          "###STOP###", "I'm sorry, I can't do that.", "{", "[{", "f(", "```json\n{}\n```"]
-_JUNK: list[Any] = [None, True, -1, 0, 2**70, 1.5, "", "x" * 300, "\u202e\x00\ud800", [], [1, [2, [3]]], {}, {"a": {"b": None}}]
 
 
 @dataclass
@@ -93,36 +90,6 @@ class _GcClock:
 _GC = _GcClock()
 
 
-def _size(rng: random.Random, max_size: int) -> int:
-    """Mostly small, sometimes large: log-uniform over 1..max_size."""
-    return int(math.exp(rng.uniform(0.0, math.log(max(2, max_size)))))
-
-
-def _action(rng: random.Random, tools: list[str], max_size: int) -> tuple[str, str]:
-    """(shape name, action text)."""
-    tool = rng.choice(tools) if tools else "x"
-    roll = rng.random()
-    if roll < 0.70:
-        shape = rng.choice(sorted(HOSTILE_SHAPES))
-        n = _size(rng, max_size)
-        # shapes that grow by ~100 characters per unit, or repeat a ~50-character block, get a smaller n
-        if shape in ("huge_string_argument", "huge_text"):
-            n //= 100
-        elif shape in ("many_blocks", "many_json_calls", "many_python_calls", "unicode", "think_blocks"):
-            n //= 20
-        return shape, hostile_action(shape, n, tool)
-    if roll < 0.90:
-        args = {rng.choice(["user_id", "order_id", "email", "x", "item_ids", ""]): rng.choice(_JUNK) for _ in range(rng.randrange(4))}
-        style = rng.random()
-        call = json.dumps({"name": tool, "arguments": args})
-        if style < 0.4:
-            return "junk_arguments_json", call
-        if style < 0.8:
-            return "junk_arguments_block", f"<tool_call>{call}</tool_call>"
-        return "junk_arguments_python", f"{tool}(" + ", ".join(f"{k or 'k'}={v!r}" for k, v in args.items()) + ")"
-    return "plain", rng.choice(_PLAIN)
-
-
 def _make(env_id: str) -> Any:
 
     env = gym.make(env_id, disable_env_checker=True)
@@ -162,7 +129,7 @@ def fuzz_id(env_id: str, n_actions: int, seed: int, max_size: int, warmup: int =
                 continue
             rep.episodes += 1
             done = False
-        shape, action = _action(rng, tools, max_size)
+        shape, action = seeded_hostile_action(rng, tools, max_size)
         shapes[shape] += 1
         fp_before = u.state_fingerprint()
         n_before = len(u.messages)

@@ -108,6 +108,42 @@ def test_pickle_round_trip_resumes_the_same_episode(env_id):
     env.close()
 
 
+def _snapshot(env) -> tuple:
+    u = env.unwrapped
+    return (json.dumps(u.np_random.bit_generator.state, sort_keys=True, default=str), u.np_random_seed,
+            u.state_fingerprint(), json.dumps(u.transcript(), sort_keys=True, default=str), u.step_count,
+            u.termination_reason)
+
+
+def test_a_reset_the_env_refuses_changes_nothing(env_id):
+    """Options the env refuses raise from ``reset`` and leave the episode in play as it was: same generator,
+    world, transcript and step count, and it plays on exactly like a twin that never saw the failed reset."""
+    from trace_gym.core.env import declared_reset_options
+
+    env, twin = _make(env_id), _make(env_id)
+    declared = declared_reset_options(env) or frozenset()
+    refused = 0
+    for key in sorted(declared):
+        for junk in ("no-such-value", {"no": "such"}, -1):
+            for e in (env, twin):
+                _, info = e.reset(seed=7)
+            actions = _script(info)
+            _play(env, actions[:1])
+            _play(twin, actions[:1])
+            before = _snapshot(env)
+            try:
+                env.reset(seed=99, options={key: junk})
+            except (ValueError, TypeError, KeyError):
+                refused += 1
+            else:
+                continue
+            assert _snapshot(env) == before, (key, junk)
+            assert _play(env, actions[1:]) == _play(twin, actions[1:]), (key, junk)
+    assert refused or not declared, f"{env_id} refused none of {sorted(declared)} with junk values"
+    env.close()
+    twin.close()
+
+
 def _fuzz_actions(tool_names: list[str]):
     names = st.sampled_from(tool_names or ["x"]) | st.text(min_size=1, max_size=12)
     junk = st.none() | st.integers() | st.text(max_size=8) | st.lists(st.integers(), max_size=3) | st.floats(allow_nan=False)

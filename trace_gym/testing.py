@@ -7,8 +7,9 @@
   :data:`HOSTILE_SHAPES`), :func:`episodes` (a seed and a list of actions).
   Hypothesis (the ``testing`` extra: ``pip install 'trace-gym[testing]'``) is imported
   only when a strategy is built; without it building one raises an ImportError saying so.
-* :func:`hostile_action` — one action of a named hostile shape and size, for drivers
-  without Hypothesis (``benchmarks/fuzz.py``).
+* :func:`hostile_action` — one action of a named hostile shape and size, and
+  :func:`seeded_hostile_action` — a seeded mix of those, junk-argument calls and plain
+  messages, for drivers without Hypothesis (``benchmarks/fuzz.py``, the determinism test).
 * :func:`check_reward` — for sampled seeds of a capability environment, checks that the
   reward is in [0, 1] and deterministic, that the spec's reference solution scores 1,
   that doing nothing, refusing an allowed task and an unauthorized write score below the
@@ -20,12 +21,14 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["RewardCheckError", "RewardReport", "check_reward", "run_actions", "text_actions", "tool_call_actions", "episodes",
-           "DO_NOTHING", "REFUSE", "HOSTILE_SHAPES", "hostile_action", "hostile_actions"]
+           "DO_NOTHING", "REFUSE", "HOSTILE_SHAPES", "hostile_action", "hostile_actions", "seeded_hostile_action",
+           "PLAIN_MESSAGES", "JUNK_VALUES"]
 
 DO_NOTHING = "Okay."
 REFUSE = "I'm sorry, but I can't help with that request."
@@ -211,6 +214,53 @@ HOSTILE_SHAPES: dict[str, Any] = {
 def hostile_action(shape: str, n: int, tool: str = "get_user_details") -> str:
     """One action of ``shape`` (a key of :data:`HOSTILE_SHAPES`) grown to size ``n``, calling ``tool``."""
     return HOSTILE_SHAPES[shape](max(0, int(n)), tool)
+
+
+# what the seeded driver sends besides hostile shapes: plain messages, and junk argument values
+PLAIN_MESSAGES = ["Hello, how can I help you today?", "Could you confirm your email, please?", "Thank you, goodbye.", "",
+                  "   ", "###STOP###", "I'm sorry, I can't do that.", "{", "[{", "f(", "```json\n{}\n```"]
+JUNK_VALUES: list[Any] = [None, True, -1, 0, 2**70, 1.5, "", "x" * 300, "\u202e\x00\ud800", [], [1, [2, [3]]], {},
+                          {"a": {"b": None}}]
+_JUNK_KEYS = ["user_id", "order_id", "email", "x", "item_ids", ""]
+
+
+def _size(rng: random.Random, max_size: int) -> int:
+    """Mostly small, sometimes large: log-uniform over 1..max_size."""
+    return int(math.exp(rng.uniform(0.0, math.log(max(2, max_size)))))
+
+
+def seeded_hostile_action(rng: random.Random, tools: list[str], max_size: int,
+                          params: dict[str, list[str]] | None = None) -> tuple[str, str]:
+    """``(shape name, action text)``: one action drawn from ``rng``, without Hypothesis.
+
+    70% a :data:`HOSTILE_SHAPES` shape (log-uniform size up to about ``max_size``), 20% a call
+    of one of ``tools`` with :data:`JUNK_VALUES` as arguments (JSON, a ``<tool_call>`` block or
+    call syntax), 10% one of :data:`PLAIN_MESSAGES`.  The argument names are a fixed set, plus
+    the called tool's own parameter names when ``params`` (tool -> names) has them.  The same
+    ``rng`` state gives the same action.
+    """
+    tool = rng.choice(tools) if tools else "x"
+    roll = rng.random()
+    if roll < 0.70:
+        shape = rng.choice(sorted(HOSTILE_SHAPES))
+        n = _size(rng, max_size)
+        # shapes that grow by ~100 characters per unit, or repeat a ~50-character block, get a smaller n
+        if shape in ("huge_string_argument", "huge_text"):
+            n //= 100
+        elif shape in ("many_blocks", "many_json_calls", "many_python_calls", "unicode", "think_blocks"):
+            n //= 20
+        return shape, hostile_action(shape, n, tool)
+    if roll < 0.90:
+        keys = _JUNK_KEYS + list((params or {}).get(tool, []))
+        args = {rng.choice(keys): rng.choice(JUNK_VALUES) for _ in range(rng.randrange(4))}
+        style = rng.random()
+        call = json.dumps({"name": tool, "arguments": args})
+        if style < 0.4:
+            return "junk_arguments_json", call
+        if style < 0.8:
+            return "junk_arguments_block", f"<tool_call>{call}</tool_call>"
+        return "junk_arguments_python", f"{tool}(" + ", ".join(f"{k or 'k'}={v!r}" for k, v in args.items()) + ")"
+    return "plain", rng.choice(PLAIN_MESSAGES)
 
 
 def hostile_actions(tool_names: list[str] | None = None, max_size: int = 3_000) -> Any:

@@ -50,3 +50,6 @@ def test_serve_refuses_bad_arguments_before_serving(capsys):
     assert main(["serve", "trace/cap-refund-policy-v0", "--port", "70000"]) == 2
     assert main(["serve", "trace/cap-refund-policy-v0", "--env-kwargs", "[1]"]) == 2
     assert "--port" in capsys.readouterr().err
+    for bad in ("-1", "nan", "inf"):
+        assert main(["serve", "trace/cap-refund-policy-v0", "--idle-timeout", bad]) == 2
+        assert "--idle-timeout must be a number of seconds >= 0" in capsys.readouterr().err

@@ -3,90 +3,30 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
 import threading
-import time
 import urllib.request
-from pathlib import Path
 
-import gymnasium as gym
 import pytest
 
 from tests.extras import need  # noqa: E402
 
 need("openenv")
 
-import trace_gym  # noqa: E402,F401
-from trace_gym.integrations.openenv import TraceAction, TraceEnvClient, json_safe  # noqa: E402
+from tests.integrations.env_server import ENV, start_server  # noqa: E402
+from tests.integrations.env_server import in_process as _in_process  # noqa: E402
+from trace_gym.integrations.openenv import TraceAction, TraceEnvClient  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tau2_data")
-ENV = "trace/cap-refund-policy-v0"
-ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = 120
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, *args: str):
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([sys.executable, "-m", "trace_gym.cli", "serve", ENV, "--port", str(self.port), *args],
-                                     cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env={**os.environ, "PYTHONPATH": str(ROOT)})
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"server exited: {self.proc.stdout.read()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as r:
-                    if json.load(r).get("status") == "healthy":
-                        return
-            except OSError:
-                time.sleep(0.5)
-        self.stop()
-        raise AssertionError("server did not come up")
-
-    def stop(self, timeout: float = 30) -> tuple[int, str]:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        return self.proc.returncode, self.proc.stdout.read()
 
 
 @pytest.fixture(scope="module")
 def server():
-    s = Server("--max-sessions", "16")
+    s = start_server("--max-sessions", "16")
     try:
         yield s
     finally:
         s.stop()
-
-
-def _in_process(seed: int) -> tuple[list, list[str]]:
-    """(reset then each step's (text, reward, done, info) as JSON, the actions) for the reference episode of seed."""
-    env = gym.make(ENV, disable_env_checker=True)
-    obs, info = env.reset(seed=seed)
-    actions = env.unwrapped.reference_actions()
-    out = [(obs, None, False, json_safe(info))]
-    for a in actions:
-        obs, reward, term, trunc, info = env.step(a)
-        out.append((obs, float(reward), bool(term or trunc), json_safe(info)))
-        if term or trunc:
-            return out, actions[: len(out) - 1]
-    return out, actions
 
 
 def _over_the_wire(url: str, seed: int, actions: list[str], pause: threading.Barrier | None = None) -> list:
@@ -160,10 +100,61 @@ def test_openenv_malformed_requests_get_errors_and_the_server_keeps_serving(serv
 
 
 def test_openenv_server_shuts_down_cleanly():
-    s = Server()
+    s = start_server()
     with TraceEnvClient(base_url=s.url).sync() as env:
         assert env.reset(seed=0).observation.text.startswith("[system]")
     rc, out = s.stop()
     assert rc == 0 and "stopped" in out and "Traceback" not in out
     with pytest.raises(OSError):
         urllib.request.urlopen(f"{s.url}/health", timeout=2)
+
+
+def _serve_load():
+    import importlib.util
+
+    from tests.integrations.env_server import ROOT
+
+    spec = importlib.util.spec_from_file_location("serve_load", ROOT / "benchmarks" / "serve_load.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it runs
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_load_benchmark_bounded_loses_and_mixes_nothing():
+    """``benchmarks/serve_load.py`` at a small size: 16 sessions at once, 12 steps each (hostile actions among
+    them), every reply equal to the in-process replay's."""
+    bench = _serve_load()
+    report = bench.run(ENV, sessions=16, steps=12)
+    assert report.ok, report
+    assert report.steps == 16 * 12 and report.requests > report.steps and report.latency_ms["p99"] > 0
+
+
+def test_the_load_benchmark_sees_a_reply_meant_for_another_session(server):
+    """The benchmark's check is not vacuous: sessions whose expected replies are swapped all mismatch."""
+    import asyncio
+
+    bench = _serve_load()
+    plans = [bench.plan_session(ENV, i, 4) for i in range(2)]
+    plans[0].expected, plans[1].expected = plans[1].expected, plans[0].expected
+    report = bench.Report(ENV, 2, 4)
+    asyncio.run(bench.drive(server.ws_url, plans, report))
+    assert not report.errors and report.mismatches == len(plans[0].frames) + len(plans[1].frames)
+
+
+def test_compression_is_offered_only_with_compress(server):
+    from websockets.sync.client import connect
+
+    def extensions(url: str) -> str:
+        with connect(url, open_timeout=60) as ws:  # the client offers permessage-deflate
+            return ws.response.headers.get("Sec-WebSocket-Extensions", "")
+
+    assert extensions(server.ws_url) == ""
+    compressed = start_server("--compress")
+    try:
+        assert "permessage-deflate" in extensions(compressed.ws_url)
+        expected, actions = _in_process(0)
+        assert _over_the_wire(compressed.url, 0, actions) == expected
+    finally:
+        rc, out = compressed.stop()
+    assert rc == 0, out

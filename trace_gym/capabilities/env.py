@@ -122,8 +122,12 @@ class CapabilityEnv(ToolEnv):
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        self._seed = seed
-        return super().reset(seed=seed, options=options)
+        before, self._seed = self._seed, seed
+        try:
+            return super().reset(seed=seed, options=options)
+        except BaseException:
+            self._seed = before  # a refused reset changes nothing
+            raise
 
     # ------------------------------------------------------------------ ToolEnv hooks
     def _start(self, options: dict[str, Any]) -> Episode:

@@ -32,17 +32,17 @@ def check_reset_options(env_id: str, options: dict[str, Any], env: Any = None) -
         return
     import gymnasium as gym
 
-    if env is not None:
-        declared = getattr(env.unwrapped, "reset_option_keys", None)
-    else:
+    from trace_gym.core.env import declared_reset_options
+
+    if env is None:
         spec = gym.spec(env_id.rpartition(":")[2])
         entry = spec.entry_point
         try:
-            creator = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
+            env = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
         except (ImportError, AttributeError):
             return  # gym.make reports it
-        declared = getattr(creator, "reset_option_keys", None)
-    unknown = sorted(set(options) - set(declared)) if declared is not None else []
+    declared = declared_reset_options(env)
+    unknown = sorted(set(options) - declared) if declared is not None else []
     if unknown:
         raise ValueError(f"--option: unknown key(s) {unknown} for {env_id}; it reads {', '.join(sorted(declared))}")
 

@@ -52,7 +52,7 @@ from .spaces import DEFAULT_MAX_LENGTH, TextSpace
 from .toolcalls import ParsedAction, parse_action
 from .tools import ToolResult, ToolSet
 
-__all__ = ["ToolEnv", "Episode", "render_messages", "LIMIT_REASONS", "TRUNCATED"]
+__all__ = ["ToolEnv", "Episode", "render_messages", "declared_reset_options", "LIMIT_REASONS", "TRUNCATED"]
 
 FEEDBACK_NAME = "env_feedback"
 TRUNCATED = "max_steps"  # the termination reason that means truncation
@@ -91,6 +91,14 @@ def render_messages(messages: list[dict[str, Any]]) -> str:
     if len(messages) == 1:  # a step's usual observation
         return _render_one(messages[0])
     return "\n\n".join([_render_one(m) for m in messages])
+
+
+def declared_reset_options(env: Any) -> frozenset[str] | None:
+    """The reset option keys ``env`` (an instance, wrapped or not, or an env class) reads, when it
+    declares them (``reset_option_keys``); ``None`` when it does not."""
+    base = env if isinstance(env, type) else getattr(env, "unwrapped", env)
+    declared = getattr(base, "reset_option_keys", None)
+    return frozenset(declared) if declared is not None else None
 
 
 class ToolEnv(PicklableByValue, gym.Env[str, str]):
@@ -289,9 +297,17 @@ class ToolEnv(PicklableByValue, gym.Env[str, str]):
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode.  A reset that raises (options the env refuses) leaves the generator and the
+        episode in play as they were, so far as the family's ``_start`` checks its options before it
+        changes anything."""
+        before = (self._np_random, self._np_random_seed, self._termination_reason)
         super().reset(seed=seed)
         self._termination_reason = None  # _start may end the episode already
-        episode = self._start(dict(options or {}))
+        try:
+            episode = self._start(dict(options or {}))
+        except BaseException:
+            self._np_random, self._np_random_seed, self._termination_reason = before
+            raise
         self.tools = episode.tools
         self.messages = []
         if episode.system_prompt is not None:

@@ -21,9 +21,11 @@ A client is OpenEnv's own ``EnvClient`` typed with these (:class:`TraceEnvClient
             result = env.step(TraceAction(text=my_policy(result.observation.text)))
         print(result.reward)
 
-``reset`` takes ``seed`` and ``options`` (the env's reset options).  A step after the
-episode ended, an action of the wrong shape or an unknown message type is answered with
-an error on that session; the server keeps serving.
+``reset`` takes ``seed`` (an integer >= 0), ``episode_id`` (a label, returned in the state) and
+``options`` (the env's reset options); anything else, or options the env refuses, is answered
+with an error and changes nothing.  What the server guarantees under faults and load (every bad
+frame answered on its own session, the idle timeout, the routes it serves, a clean stop on
+SIGINT/SIGTERM): :mod:`trace_gym.integrations.openenv_server`.
 """
 
 from __future__ import annotations
@@ -37,15 +39,18 @@ require("openenv", "openenv")
 
 from openenv.core.client_types import StepResult  # noqa: E402
 from openenv.core.env_client import EnvClient  # noqa: E402
-from openenv.core.env_server.http_server import create_fastapi_app  # noqa: E402
 from openenv.core.env_server.interfaces import Environment  # noqa: E402
-from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State  # noqa: E402
-from pydantic import Field  # noqa: E402
+from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, SchemaResponse, State  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field, ValidationError  # noqa: E402
 
-__all__ = ["TraceAction", "TraceObservation", "TraceState", "TraceOpenEnv", "TraceEnvClient", "create_trace_app",
-           "serve", "run_app", "json_safe"]
+from ..core.env import declared_reset_options  # noqa: E402
+from .openenv_server import RequestRefused, SessionServer, run_app  # noqa: E402
+
+__all__ = ["TraceAction", "TraceObservation", "TraceState", "TraceOpenEnv", "TraceEnvClient", "ResetArgs",
+           "create_trace_app", "serve", "run_app", "json_safe", "RequestRefused"]
 
 DEFAULT_MAX_SESSIONS = 64
+DEFAULT_IDLE_TIMEOUT_S = 600.0
 
 
 def json_safe(value: Any) -> Any:
@@ -77,11 +82,23 @@ class TraceState(State):
     termination_reason: str | None = None
 
 
+class ResetArgs(BaseModel):
+    """What a reset may carry; a reset with anything else is refused before the env is touched."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    seed: int | None = Field(default=None, ge=0, description="the episode's seed (an integer >= 0)")
+    episode_id: str | None = Field(default=None, max_length=255, description="a label, returned in the state")
+    options: dict[str, Any] | None = Field(default=None, description="the env's reset options")
+
+
 class TraceOpenEnv(Environment[TraceAction, TraceObservation, TraceState]):
     """A trace-gym env behind OpenEnv's ``Environment`` interface (one instance per session).
 
     Subclassed per env id by :func:`create_trace_app` (``ENV_ID`` and ``ENV_KWARGS`` set).
-    ``step`` before ``reset`` or after the episode ended raises ``RuntimeError``.
+    ``reset`` raises :class:`RequestRefused` for arguments outside :class:`ResetArgs`, option keys
+    the env does not declare or options it refuses, and then changes nothing (the episode in play
+    goes on).  ``step`` before ``reset`` or after the episode ended raises ``RuntimeError``.
     """
 
     SUPPORTS_CONCURRENT_SESSIONS = True  # every session makes its own env: no state is shared
@@ -95,10 +112,22 @@ class TraceOpenEnv(Environment[TraceAction, TraceObservation, TraceState]):
         self._env = make_env_factory(self.ENV_ID, self.ENV_KWARGS)()
         self._state = TraceState(env_id=self.ENV_ID, done=True)
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, options: dict[str, Any] | None = None,
-              **_: Any) -> TraceObservation:
-        obs, info = self._env.reset(seed=seed, options=options)
-        self._state = TraceState(env_id=self.ENV_ID, seed=seed, episode_id=episode_id, step_count=0)
+    def reset(self, /, seed: int | None = None, episode_id: str | None = None, options: dict[str, Any] | None = None,
+              **extra: Any) -> TraceObservation:
+        try:
+            args = ResetArgs.model_validate({"seed": seed, "episode_id": episode_id, "options": options, **extra})
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            raise RequestRefused(f"reset: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        declared = declared_reset_options(self._env)
+        unknown = sorted(set(args.options or {}) - declared) if declared is not None else []
+        if unknown:
+            raise RequestRefused(f"reset: unknown option(s) {unknown} for {self.ENV_ID}; it reads {sorted(declared)}")
+        try:
+            obs, info = self._env.reset(seed=args.seed, options=args.options)
+        except (ValueError, TypeError, KeyError) as exc:  # options the env refuses: it changed nothing
+            raise RequestRefused(f"reset: {self.ENV_ID} refused the options: {exc}") from None
+        self._state = TraceState(env_id=self.ENV_ID, seed=args.seed, episode_id=args.episode_id, step_count=0)
         return TraceObservation(text=obs, info=json_safe(info), reward=None, done=False)
 
     def step(self, action: TraceAction, timeout_s: float | None = None, **_: Any) -> TraceObservation:
@@ -142,33 +171,37 @@ class TraceEnvClient(EnvClient[TraceAction, TraceObservation, TraceState]):
         return TraceState(**payload)
 
 
-def create_trace_app(env_id: str, *, max_sessions: int = DEFAULT_MAX_SESSIONS, env_kwargs: dict[str, Any] | None = None):
-    """The FastAPI app serving ``env_id`` (OpenEnv's routes: ``/ws``, ``/health``, ``/schema``, ...).
+def create_trace_app(env_id: str, *, max_sessions: int = DEFAULT_MAX_SESSIONS,
+                     idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S, env_kwargs: dict[str, Any] | None = None):
+    """The ASGI app serving ``env_id`` (:class:`~trace_gym.integrations.openenv_server.SessionServer`: ``/ws``,
+    ``/health``, ``/schema``, ``/metadata``); ``idle_timeout_s`` None: sessions never time out.
 
-    Raises ``gymnasium.error.Error`` (an unknown id) before anything is served.
+    Raises ``gymnasium.error.Error`` (an unknown id) or ``ValueError`` (a limit out of range) before
+    anything is served.
     """
     import gymnasium as gym
 
     import trace_gym  # noqa: F401  (registers the trace/* ids)
 
     gym.spec(env_id)
-    if max_sessions < 1:
-        raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
     name = "".join(ch if ch.isalnum() else "_" for ch in env_id)
     cls = type(f"TraceOpenEnv_{name}", (TraceOpenEnv,), {"ENV_ID": env_id, "ENV_KWARGS": dict(env_kwargs or {})})
-    cls().close()  # build one now: a broken env fails at start, not in the first session
-    return create_fastapi_app(cls, TraceAction, TraceObservation, max_concurrent_envs=max_sessions, env_name=name,
-                              state_cls=TraceState)
-
-
-def run_app(app: Any, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning") -> None:
-    """Serve ``app`` until interrupted (SIGINT/SIGTERM end it cleanly, closing every session)."""
-    uvicorn = require("uvicorn", "openenv")
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    probe = cls()  # build one now: a broken env fails at start, not in the first session
+    try:
+        metadata = probe.get_metadata().model_dump()
+    finally:
+        probe.close()
+    schema = SchemaResponse(action=TraceAction.model_json_schema(), observation=TraceObservation.model_json_schema(),
+                            reset_observation=TraceObservation.model_json_schema(),
+                            state=TraceState.model_json_schema()).model_dump()
+    server = SessionServer(cls, TraceAction, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
+                           metadata=metadata, schema=schema)
+    return server.app
 
 
 def serve(env_id: str, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: int = DEFAULT_MAX_SESSIONS,
-          env_kwargs: dict[str, Any] | None = None, log_level: str = "warning") -> None:
-    """Serve ``env_id`` (:func:`create_trace_app`) until interrupted."""
-    run_app(create_trace_app(env_id, max_sessions=max_sessions, env_kwargs=env_kwargs), host=host, port=port,
-            log_level=log_level)
+          idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S, env_kwargs: dict[str, Any] | None = None,
+          log_level: str = "warning", compress: bool = False) -> None:
+    """Serve ``env_id`` (:func:`create_trace_app`) until SIGINT or SIGTERM (``compress``: see :func:`run_app`)."""
+    app = create_trace_app(env_id, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, env_kwargs=env_kwargs)
+    run_app(app, host=host, port=port, log_level=log_level, compress=compress)

@@ -241,8 +241,8 @@ class Tau2Env(ToolEnv):
 
     # ------------------------------------------------------------------ ToolEnv hooks
     def _start(self, options: dict[str, Any]) -> Episode:
+        task = self._choose_task(options)  # first: a refused option changes nothing
         self._user_failure = None
-        task = self._choose_task(options)
         self._task = task
         data = self.data
         self._env = Tau2Environment(data, solo_mode=self.solo_mode)
