@@ -201,9 +201,11 @@ def test_capacity_refusals_are_fast_and_clear_and_a_closed_session_frees_its_slo
         t0 = time.monotonic()
         while True:  # the slot is free as soon as the server has seen the close
             again = Session(s)
-            if again.reset(9)["type"] == "observation":
-                break
+            with contextlib.suppress(ConnectionClosed):  # still at capacity: refused, and the server may close first
+                if again.reset(9)["type"] == "observation":
+                    break
             assert time.monotonic() - t0 < 2.0
+            time.sleep(0.01)
         for x in [*held, again]:
             x.close()
     finally:
