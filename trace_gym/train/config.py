@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TrainConfig", "ConfigError", "load_config"]
+__all__ = ["TrainConfig", "ConfigError", "load_config", "REPORTERS"]
+
+REPORTERS = ("none", "tensorboard", "wandb")  # TrainConfig.report_to: where TRL also logs each step
 
 
 class ConfigError(ValueError):
@@ -136,6 +138,9 @@ class TrainConfig:
     plot: bool = True
     manifest: bool = True
     run_name: str | None = None
+    # Where TRL also sends every logged step (TrainingArguments.report_to): none, tensorboard (event files under
+    # <out>/tensorboard/; the `tensorboard` extra) or wandb (Weights & Biases; its package and login are yours).
+    report_to: str = "none"
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> TrainConfig:
@@ -190,6 +195,7 @@ class TrainConfig:
             "prefix_grad": ("exact", "detached"),
             "lm_head": ("fused", "full"),
             "sft_prefix_grad": ("exact", "detached"),
+            "report_to": REPORTERS,
         }
         if self.sampler_gguf is not None and self.backend != "llamacpp":
             problems.append(f"sampler_gguf is for backend=llamacpp, got backend={self.backend!r}")

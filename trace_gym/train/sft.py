@@ -11,6 +11,7 @@ assistant tokens only.  It writes::
     <out>/sft_metrics.jsonl                                 # one row per logged step
     <out>/sft_config.json                                   # the full config (checked on resume)
     <out>/checkpoints/checkpoint-<step>/                    # every save_steps steps
+    <out>/tensorboard/                                      # with report_to=tensorboard
 
 ``resume=True`` continues from the newest checkpoint exactly as ``train`` does (model,
 optimizer, scheduler, RNG states and data order come back), so an interrupted and resumed
@@ -171,10 +172,18 @@ def warm_start(
     from trl import SFTTrainer
 
     from ..compat import renamed_checkpointing_warnings_hidden
-    from .models import load_model_and_tokenizer, resolve_device, resolve_dtype, wrap_lora
+    from .models import (
+        check_reporter,
+        load_model_and_tokenizer,
+        place_reports,
+        resolve_device,
+        resolve_dtype,
+        wrap_lora,
+    )
     from .trainer import check_resume_config, latest_checkpoint
 
     cfg.validate()
+    check_reporter(cfg.report_to)
     folder = Path(out or cfg.out)
     if not str(out or cfg.out):
         raise ValueError("warm_start needs an output folder (cfg.out or out=)")
@@ -253,6 +262,7 @@ def warm_start(
     finally:
         if bars:
             datasets.enable_progress_bars()
+    place_reports(trainer, folder)
     with renamed_checkpointing_warnings_hidden():
         from transformers.trainer_callback import PrinterCallback
 

@@ -11,6 +11,7 @@ run folder::
     <out>/metrics.jsonl                                     # one row per logged step
     <out>/learning_curve.png                                # reward per step
     <out>/checkpoints/checkpoint-<step>/                    # every save_steps steps
+    <out>/tensorboard/                                      # with report_to=tensorboard
     <out>/../manifest.json                                  # one entry per adapter
 
 ``resume=True`` continues from the newest checkpoint: model, optimizer, scheduler,
@@ -272,7 +273,7 @@ def _callback_class():
 # Fields that may change between an interrupted run and its resumption without breaking exactness.
 # (shared_prefix: the shared and the unshared loss are the same computation.)
 _RESUME_FREE = {"max_steps", "progress", "plot", "manifest", "save_steps", "save_total_limit", "cpu_threads", "logging_steps", "run_name",
-                "shared_prefix"}
+                "report_to", "shared_prefix"}
 
 
 def check_resume_config(path: Path, cfg: TrainConfig, fields: Collection[str] | None = None) -> None:
@@ -346,10 +347,19 @@ def train(
     """
     from trl import GRPOTrainer
 
-    from .models import load_model_and_tokenizer, resolve_device, resolve_dtype, wrap_lora
+    from .chat import ChatRenderer
+    from .models import (
+        check_reporter,
+        load_model_and_tokenizer,
+        place_reports,
+        resolve_device,
+        resolve_dtype,
+        wrap_lora,
+    )
     from .rollout_func import EnvRolloutFunc, env_reward, seed_dataset
 
     cfg.validate()
+    check_reporter(cfg.report_to)
     if not cfg.out:
         raise ValueError("TrainConfig.out (the adapter folder) is required")
     if env_factory is None:
@@ -378,6 +388,8 @@ def train(
         model, tokenizer = load_model_and_tokenizer(cfg.model, seed=cfg.seed, dtype=dtype)
     elif tokenizer is None:
         raise ValueError("pass tokenizer together with model")
+    # a chat template that cannot carry tool calls fails now (ChatTemplateError), before the run folder is written
+    ChatRenderer(tokenizer, cfg.tools_in_prompt, cfg.tool_listing, cfg.tool_format)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -440,6 +452,7 @@ def train(
             rollout_func=rollout,
             callbacks=[cb, *(callbacks or [])],
         )
+    place_reports(trainer, out)
     trainer.shared_prefix = bool(cfg.shared_prefix)
     trainer.prefix_grad = cfg.prefix_grad
     trainer.lm_head = cfg.lm_head
