@@ -36,6 +36,7 @@ from typing import Any
 
 from .config import ConfigError, TrainConfig
 from .demos import Demonstration, build_demonstrations, demo_token_count, tokenize_demonstration
+from .models import check_reporter, place_reports
 from .outputs import MANIFEST_NAME, MetricsLog, atomic_write_text, update_manifest
 
 __all__ = ["WarmStartResult", "warm_start", "train_with_warm_start", "demo_loss", "sft_record_key", "WARM_START_DIR",
@@ -172,14 +173,7 @@ def warm_start(
     from trl import SFTTrainer
 
     from ..compat import renamed_checkpointing_warnings_hidden
-    from .models import (
-        check_reporter,
-        load_model_and_tokenizer,
-        place_reports,
-        resolve_device,
-        resolve_dtype,
-        wrap_lora,
-    )
+    from .models import load_model_and_tokenizer, resolve_device, resolve_dtype, wrap_lora
     from .trainer import check_resume_config, latest_checkpoint
 
     cfg.validate()

@@ -33,6 +33,7 @@ from typing import Any
 from ..compat import renamed_checkpointing_warnings_hidden
 from ..progress import reporting, track
 from .config import TrainConfig
+from .models import check_reporter, place_reports
 from .outputs import MANIFEST_NAME, MetricsLog, atomic_write_text, plot_learning_curve, update_manifest
 
 __all__ = ["train", "TrainResult", "latest_checkpoint", "checkpoint_rollout_state", "check_resume_config", "make_env_factory", "env_metadata"]
@@ -348,14 +349,7 @@ def train(
     from trl import GRPOTrainer
 
     from .chat import ChatRenderer
-    from .models import (
-        check_reporter,
-        load_model_and_tokenizer,
-        place_reports,
-        resolve_device,
-        resolve_dtype,
-        wrap_lora,
-    )
+    from .models import load_model_and_tokenizer, resolve_device, resolve_dtype, wrap_lora
     from .rollout_func import EnvRolloutFunc, env_reward, seed_dataset
 
     cfg.validate()
