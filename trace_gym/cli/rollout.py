@@ -58,7 +58,7 @@ def parse_seeds(text: str, limit: int = MAX_EPISODES) -> list[int]:
 def register(sub: argparse._SubParsersAction) -> None:
     from trace_gym.policies import SPEC_HELP
 
-    p = sub.add_parser("rollout", help="1. run a policy over many seeds and append trajectories to a JSONL file",
+    p = sub.add_parser("rollout", help="1. play a policy on an env: episodes into a JSONL file, or the first stage of a run",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("env_id", help="environment id (see `trace-gym envs`); MODULE:ID imports MODULE first")
     p.add_argument("--policy", required=True, metavar="SPEC", help=SPEC_HELP)
