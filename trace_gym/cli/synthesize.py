@@ -167,7 +167,9 @@ def _run_in_folder(args: argparse.Namespace, console: Any) -> int:
 
     settings = {"seeds": args.seeds, "samples": args.samples, "seed": args.seed, "tune": args.tune, "knobs": knobs,
                 "generation": gen}
-    with reporting(console):
+    from rich.console import Console
+
+    with reporting(Console(stderr=True)):  # the calibration's progress line
         cal, _ = run_stage(run, "calibration", lambda: calibrate_envs(
             syn, base_policy, seed=args.seed, seeds=args.seeds, samples=args.samples, env_kwargs={},
             batch_size=gen.get("batch_size", 1), reference_seeds=CALIBRATION_REFERENCE_SEEDS, band=band,
