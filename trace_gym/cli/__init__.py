@@ -24,19 +24,33 @@ __all__ = ["main", "COMMANDS", "CommandError", "UsageError", "MAX_EPISODES", "ch
 COMMANDS = [
     "trace_gym.cli.envs",
     "trace_gym.cli.play",
+    # the TRACE loop, one verb per stage, in order (with --run DIR each finds what the one before wrote)
     "trace_gym.cli.rollout",
-    "trace_gym.cli.conformance",
-    "trace_gym.cli.calibrate",
-    "trace_gym.cli.train",
     "trace_gym.cli.analyze",
     "trace_gym.cli.synthesize",
+    "trace_gym.cli.train",
+    "trace_gym.cli.route",
     "trace_gym.cli.eval",
+    # the rest
+    "trace_gym.cli.calibrate",
     "trace_gym.cli.card",
     "trace_gym.cli.demo",
     "trace_gym.cli.compare",
     "trace_gym.cli.data",
     "trace_gym.cli.serve",
+    "trace_gym.cli.conformance",
 ]
+
+
+LOOP_HELP = """the TRACE loop by hand, one stage verb at a time, all in one run folder (each finds what the one
+before wrote there, and resumes):
+  1. trace-gym rollout ENV_ID --run DIR --policy SPEC   the model plays the target's tasks
+  2. trace-gym analyze --run DIR                        the capabilities its failures lack
+  3. trace-gym synthesize --run DIR                     one capability env each, calibrated on the model
+  4. trace-gym sft --run DIR (or train --run DIR)       one LoRA adapter per capability env
+  5. trace-gym route --run DIR                          the router: which adapter, or none, per conversation
+  6. trace-gym eval --run DIR --policy base --policy routed --split test
+`trace-gym VERB --help` says what each reads and writes; `trace-gym demo` runs the whole loop at once."""
 
 
 class CommandError(Exception):
@@ -162,7 +176,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from trace_gym import __version__
 
-    parser = _Parser(prog="trace-gym", description="Capability-targeted training environments for LLM agents.")
+    parser = _Parser(prog="trace-gym", description="Capability-targeted training environments for LLM agents.",
+                     epilog=LOOP_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"trace-gym {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the Python traceback of an error (anywhere on the line)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -218,6 +233,9 @@ def _usage_exception(exc: BaseException) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # the libraries' own progress bars (a model's "Loading weights") would interleave with the commands' progress
+    # lines and split an error from what came before; HF_HUB_DISABLE_PROGRESS_BARS=0 brings them back
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     debug = "--debug" in argv or os.environ.get("TRACE_GYM_DEBUG", "") not in ("", "0")
     argv = [a for a in argv if a != "--debug"]
     try:

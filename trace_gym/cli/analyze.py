@@ -6,18 +6,40 @@ import argparse
 import json
 from pathlib import Path
 
+DESCRIPTION = """Label every trajectory NA / PRESENT / LACKING per capability and select the capabilities whose
+absence explains the failures (coverage >= rho, contrastive gap >= delta, in >= k of the labeling runs).
+
+reads:  TRAJECTORIES (a store written by `trace-gym rollout --out`), or with --run DIR its DIR/rollouts.jsonl
+writes: --out DIR (default runs/analysis), or with --run DIR its DIR/analysis/:
+          capabilities.json  the candidates, per-run figures, the selection; labels/run_NN.json  one per labeling
+          run (stored runs are reused: a rerun resumes); capabilities.png  coverage against gap
+        with --run also DIR/stages/analysis.json: the capabilities synthesis will target (the selected ones, at
+        most --max-capabilities; when fewer than --min-capabilities pass, the next most often lacking on failures)
+next:   trace-gym synthesize --run DIR
+"""
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("analyze", help="label trajectories and select the capabilities the agent lacks")
-    p.add_argument("trajectories", help="a trajectory store (.jsonl) written by `trace-gym rollout`")
+    from trace_gym.cli.runs import RUN_HELP
+
+    p = sub.add_parser("analyze", help="2. label trajectories and select the capabilities the agent lacks",
+                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("trajectories", nargs="?", help="a trajectory store (.jsonl) written by `trace-gym rollout`")
+    p.add_argument("--run", metavar="DIR", help=RUN_HELP)
+    p.add_argument("--min-capabilities", type=int, default=1, metavar="N",
+                   help="with --run: target at least N capabilities, taking the ones most often lacking on failed "
+                        "trajectories when fewer pass the thresholds (default 1; 0: only what passes)")
+    p.add_argument("--max-capabilities", type=int, default=None, metavar="N",
+                   help="with --run: target at most N of the selected capabilities (default: all)")
     p.add_argument("--labeler", choices=["offline", "llm"], default="offline",
                    help="offline: derive labels from gold actions (τ²-bench); llm: ask a model")
     p.add_argument("--runs", type=int, default=None, help="independent labeling runs N (default: 1 offline, 10 llm)")
-    p.add_argument("--out", default="runs/analysis", help="output folder (capabilities.json, labels/, capabilities.png)")
+    p.add_argument("--out", default=None, help="output folder (capabilities.json, labels/, capabilities.png; default runs/analysis)")
     p.add_argument("--rho", type=float, default=0.10, help="minimum coverage ρ (default 0.10)")
     p.add_argument("--delta", type=float, default=0.20, help="minimum contrastive gap δ (default 0.20)")
     p.add_argument("--k", type=int, default=None, help="runs a capability must pass (default: 80%% of N)")
-    p.add_argument("--success", type=float, default=1.0, help="reward at or above which a trajectory passed")
+    p.add_argument("--success", type=float, default=None,
+                   help="reward at or above which a trajectory passed (default 1.0; with --run, the run's success)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--capabilities", default=None,
                    help="'taxonomy' (built-in), 'discover' (one LLM discovery pass), or a JSON file of capabilities")
@@ -43,6 +65,25 @@ def _client(args):
 
 def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
+
+    from trace_gym.cli import UsageError
+
+    console = Console()
+    if args.run:
+        return _run_in_folder(args, console)
+    if not args.trajectories:
+        raise UsageError("give a trajectory file (written by `trace-gym rollout --out`) or --run DIR")
+    for flag, value in (("--min-capabilities", args.min_capabilities != 1), ("--max-capabilities", args.max_capabilities)):
+        if value:
+            raise UsageError(f"{flag} chooses what a run synthesizes: give --run DIR")
+    out = Path(args.out or "runs/analysis")
+    result, _ = _analyze(args, args.trajectories, out, 1.0 if args.success is None else args.success, console)
+    console.print(f"selected: {', '.join(result.selected) or '(none)'}")
+    return 0
+
+
+def _analyze(args: argparse.Namespace, trajectories: str, out: Path, success: float, console) -> tuple:
+    """Label ``trajectories`` into ``out`` as the flags say: the aggregation result and ``capabilities.json``'s document."""
     from rich.progress import Progress
 
     from trace_gym.analysis.aggregate import Thresholds
@@ -56,18 +97,16 @@ def _run(args: argparse.Namespace) -> int:
     from trace_gym.io import atomic_write_json
     from trace_gym.rollout import TrajectoryStore
 
-    console = Console()
     check_count("--runs", args.runs, high=1000)
     runs = args.runs if args.runs is not None else (1 if args.labeler == "offline" else 10)
     check_count("--k", args.k, high=runs)
     k = args.k if args.k is not None else max(1, round(0.8 * runs))
-    thresholds = Thresholds(rho=args.rho, delta=args.delta, k=k, success=args.success)
-    input_file(args.trajectories, "trajectory file", " (write one with `trace-gym rollout`)")
-    trajs = list(TrajectoryStore(args.trajectories).load())
+    thresholds = Thresholds(rho=args.rho, delta=args.delta, k=k, success=success)
+    input_file(trajectories, "trajectory file", " (write one with `trace-gym rollout`)")
+    trajs = list(TrajectoryStore(trajectories).load())
     if not trajs:
-        raise UsageError(f"{args.trajectories}: no trajectories")
+        raise UsageError(f"{trajectories}: no trajectories")
     items = items_from_trajectories(trajs)
-    out = Path(args.out)
     labeler = GoldLabeler() if args.labeler == "offline" else LLMLabeler(_client(args))
     source = args.capabilities or ("taxonomy" if args.labeler == "offline" else "discover")
     if source == "taxonomy":
@@ -88,12 +127,45 @@ def _run(args: argparse.Namespace) -> int:
         def on_run(r: int, resumed: bool) -> None:
             progress.update(task, advance=1, description=f"labeling ({labeler.name}) run {r}{' (stored)' if resumed else ''}")
 
-        result, doc = run_analysis(args.trajectories, out, labeler, caps, runs=runs, thresholds=thresholds,
+        result, doc = run_analysis(trajectories, out, labeler, caps, runs=runs, thresholds=thresholds,
                                    seed=args.seed, items=items, on_run=on_run)
     console.print(capabilities_table(doc))
     png = plot_capabilities(doc, out / "capabilities.png")
     if sum(doc["malformed"]):
         console.print(f"[yellow]malformed labeler answers per run: {doc['malformed']}; unlabeled pairs: {doc['unlabeled']}[/yellow]")
-    console.print(f"selected: {', '.join(result.selected) or '(none)'}")
     console.print(f"wrote {out / 'capabilities.json'}" + (f" and {png}" if png else ""))
+    return result, doc
+
+
+def _run_in_folder(args: argparse.Namespace, console) -> int:
+    """``analyze --run DIR``: the run's rollouts into ``DIR/analysis`` and the stage ``analysis``."""
+    from trace_gym.cli import check_count
+    from trace_gym.cli.runs import need, open_run, refuse_with_run, run_stage
+    from trace_gym.pipeline import Analysis, Rollouts, analysis_result
+
+    refuse_with_run(args, trajectories=args.trajectories, out=args.out)
+    check_count("--min-capabilities", args.min_capabilities, low=0, high=100)
+    check_count("--max-capabilities", args.max_capabilities, high=100)
+    run = open_run(args.run)
+    rollouts = need(run, "rollouts", Rollouts)
+    success = args.success if args.success is not None else run.target().threshold
+    settings = {k: getattr(args, k) for k in ("labeler", "runs", "rho", "delta", "k", "seed", "capabilities", "endpoint",
+                                              "model", "min_capabilities", "max_capabilities")}
+
+    def analyze() -> Analysis:
+        _, doc = _analyze(args, rollouts.path, run.analysis, success, console)
+        return analysis_result(doc, run.analysis, min_capabilities=args.min_capabilities,
+                               max_capabilities=args.max_capabilities, plot=False)
+
+    res, _ = run_stage(run, "analysis", analyze, Analysis, settings={**settings, "success": success}, after=("rollouts",))
+    console.print(f"{res.n_failed} failed and {res.n_passed} passed trajectories (reward ≥ {success:g}); "
+                  f"selected: {', '.join(res.selected) or '(none)'}", highlight=False)
+    if res.fallback:
+        console.print(f"fewer than {args.min_capabilities} passed the thresholds: also targeting "
+                      f"{', '.join(res.fallback)} (most often lacking on failed trajectories)", highlight=False)
+    if not res.chosen:
+        console.print("no capability to target: the run stops here (play more tasks, or lower --rho/--delta)")
+        return 1
+    console.print(f"synthesis will target: {', '.join(res.chosen)}; next: trace-gym synthesize --run {args.run}",
+                  highlight=False)
     return 0

@@ -58,7 +58,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from trace_gym.cli import MAX_EPISODES, UsageError, check_count, check_policy_file, writable_output
     from trace_gym.eval.card import CardError, capability_envs, card_table, plot_card, report_card
-    from trace_gym.eval.policies import resolve_policy
+    from trace_gym.eval.policies import MAX_NEW_TOKENS, resolve_policy
     from trace_gym.io import atomic_write_json
     from trace_gym.progress import reporting
 
@@ -84,7 +84,7 @@ def _run(args: argparse.Namespace) -> int:
         plot = None
     try:
         policy = resolve_policy(args.policy, model=args.model, adapters=args.adapters, router=args.router,
-                                max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                                max_new_tokens=args.max_new_tokens or MAX_NEW_TOKENS, temperature=args.temperature,
                                 greedy=args.greedy or None, seed=first, batch_size=args.batch_size)
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(f"--policy {args.policy}: {exc}") from None

@@ -3,8 +3,10 @@
     trace-gym train --env trace/cap-refund-policy-v0 --model smollm2 --out adapters/refund \\
         [--config train.yaml] [--set num_generations=8 --set lora_r=16 ...] [--resume]
     trace-gym train ... --warm-start [--sft-envs trace/cap-ts-state-dependency-v0,...] [--sft-seeds 32]
-    trace-gym sft --sft-envs trace/cap-ts-state-dependency-v0,... --model smollm2 --out adapters/format \
+    trace-gym sft --sft-envs trace/cap-ts-state-dependency-v0,... --model smollm2 --out adapters/format \\
         [--save-steps 4] [--resume]
+    trace-gym sft --run DIR [--sft-seeds 32 --sft-steps 24] [--rehearse-base]   # one adapter per capability
+    trace-gym train --run DIR [--steps 8] [--warm-start]                          # of a run (see below)
 
 ``--warm-start`` first fine-tunes the LoRA adapter on reference episodes (SFT, into
 ``OUT/warm_start/``), then runs GRPO from it; ``trace-gym sft`` runs only the warm start
@@ -14,6 +16,16 @@ steps under ``OUT/checkpoints`` and continue exactly from the newest one with ``
 Settings are taken, in order, from the defaults (TRACE's recipe), ``--config``
 (YAML or JSON), the dedicated flags, then ``--set name=value`` (any field of
 :class:`trace_gym.train.TrainConfig`).  ``--print-config`` shows the result and exits.
+``--report-to tensorboard`` (or ``wandb``) also sends every logged step there (TRL's reporting).
+
+reads:  --env (a registered env id) and --model; with --run DIR the run's calibrated capability envs
+        (DIR/stages/calibration.json, DIR/specs/) and its model (DIR/run.json; --model overrides it)
+writes: OUT/ the adapter (adapter_config.json, adapter_model.safetensors), train_config.json, metrics.jsonl
+        (sft: sft_metrics.jsonl, warm_start.json), learning_curve.png, checkpoints/, tensorboard/ with
+        --report-to tensorboard; OUT/../manifest.json (one entry per adapter)
+        --run DIR: one adapter per capability env into DIR/adapters/<capability>/ (an interrupted one
+        continues from its newest checkpoint, a finished one is kept) and DIR/stages/training.json
+next:   trace-gym route --run DIR
 """
 
 from __future__ import annotations
@@ -59,26 +71,34 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--prefix-grad", "prefix_grad", str, "exact (default) | detached: train the shared prompt prefix, or not (faster, approximate)"),
     ("--lm-head", "lm_head", str,
      "fused (default: TRL's chunked LM head) | full: the loss's log-probs from one float32 projection (faster on a CPU, more memory)"),
+    ("--report-to", "report_to", str,
+     "none (default) | tensorboard | wandb: where TRL also sends every logged step (metrics.jsonl is always written)"),
 ]
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("train", help="train a LoRA adapter with GRPO on an environment",
+    p = subparsers.add_parser("train", help="4. train a LoRA adapter with GRPO on an environment (or per capability of a run)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_arguments(p)
     p.add_argument("--warm-start", action="store_true",
                    help="SFT the adapter on reference episodes (--sft-envs, default --env) before GRPO")
     p.set_defaults(func=run)
-    s = subparsers.add_parser("sft", help="warm-start a LoRA adapter by SFT on reference episodes",
+    s = subparsers.add_parser("sft", help="4. train a LoRA adapter by SFT on reference episodes (or per capability of a run)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_arguments(s)
     s.set_defaults(func=run_sft)
 
 
 def _add_arguments(p: Any) -> None:
+    from trace_gym.cli.runs import RUN_HELP
+
     p.add_argument("--env", dest="env_id", help="registered env id (see `trace-gym envs`)")
-    p.add_argument("--model", help="tiny | smollm2 | a Hugging Face model folder or id")
+    p.add_argument("--model", help="tiny | smollm2 | a Hugging Face model folder or id (with --run: the run's model)")
     p.add_argument("--out", help="adapter folder, e.g. adapters/NAME (manifest.json goes next to it)")
+    p.add_argument("--run", metavar="DIR", help=RUN_HELP)
+    p.add_argument("--rehearse-base", action="store_true",
+                   help="with --run: each adapter's SFT also rehearses the model's own successful episodes of the run's "
+                        "rollouts (so it keeps what the model already does well, such as refusing)")
     p.add_argument("--config", help="YAML or JSON file with TrainConfig fields")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE", help="override any config field")
     for flag, fieldname, typ, help_text in _FLAGS:
@@ -164,6 +184,9 @@ def run_sft(args: argparse.Namespace) -> int:
     cfg = _prepare(args)
     if isinstance(cfg, int):
         return cfg
+    if args.run:
+        return _train_in_folder(args, cfg, sft=True)
+    _no_run_flags(args)
     missing = [flag for flag, value in (("--model", cfg.model), ("--out", cfg.out)) if not value]
     if not (cfg.sft_envs or cfg.env_id):
         missing.append("--sft-envs (or --env)")
@@ -172,6 +195,7 @@ def run_sft(args: argparse.Namespace) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
+        from trace_gym.policies.prompting import ChatTemplateError
         from trace_gym.train.demos import NoReferenceError
         from trace_gym.train.sft import warm_start
     except ImportError as exc:
@@ -182,7 +206,7 @@ def run_sft(args: argparse.Namespace) -> int:
     try:
         with removing_empty_output(cfg.out):
             result = warm_start(cfg, resume=args.resume)
-    except (FileNotFoundError, ConfigError, NoReferenceError) as exc:
+    except (FileNotFoundError, ConfigError, NoReferenceError, ChatTemplateError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     rec = result.record
@@ -205,6 +229,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = _prepare(args)
     if isinstance(cfg, int):
         return cfg
+    if args.run:
+        return _train_in_folder(args, cfg, sft=False)
+    _no_run_flags(args)
     missing = [flag for flag, value in (("--env", cfg.env_id), ("--model", cfg.model), ("--out", cfg.out)) if not value]
     warm = getattr(args, "warm_start", False)
     problem = _problem(missing, [cfg.env_id, *(cfg.sft_envs if warm else [])])
@@ -212,6 +239,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
+        from trace_gym.policies.prompting import ChatTemplateError
         from trace_gym.train.demos import NoReferenceError
         from trace_gym.train.sft import train_with_warm_start
         from trace_gym.train.trainer import train
@@ -223,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with removing_empty_output(cfg.out):
             result = train_with_warm_start(cfg, resume=args.resume) if warm else train(cfg, resume=args.resume)
-    except (FileNotFoundError, ConfigError, NoReferenceError) as exc:
+    except (FileNotFoundError, ConfigError, NoReferenceError, ChatTemplateError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     summary = {
@@ -259,3 +287,103 @@ def run(args: argparse.Namespace) -> int:
         if summary["learned"] is False:
             print(f"learned: NO (constant-reward groups: {summary['constant_group_fraction']:.0%}; the warning above says what to change)")
     return 0
+
+
+# settings that change how a run reports, not what it trains: a run folder's adapters stay valid when they change
+_HOW_IT_REPORTS = ("progress", "report_to", "cpu_threads", "logging_steps", "plot")
+
+
+def _no_run_flags(args: argparse.Namespace) -> None:
+    if args.rehearse_base:
+        from trace_gym.cli import UsageError
+
+        raise UsageError("--rehearse-base rehearses a run's own episodes: give --run DIR")
+
+
+def _train_in_folder(args: argparse.Namespace, cfg: Any, *, sft: bool) -> int:
+    """``sft|train --run DIR``: one adapter per calibrated capability env of the run (stage ``training``), through
+    :func:`trace_gym.pipeline.train_capability`, as the pipeline trains them."""
+    from rich.console import Console
+
+    from trace_gym.cli import UsageError
+    from trace_gym.cli.runs import need, open_run, refuse_with_run, run_stage, trainable_model, use_run_specs
+    from trace_gym.pipeline import Calibration, Rehearsal, Rollouts, Training, adapter_name, train_capability
+    from trace_gym.pipeline.learn import base_successes
+    from trace_gym.pipeline.stages import env_kwargs_for
+    from trace_gym.progress import reporting
+    from trace_gym.train.config import TrainConfig
+
+    console = Console(stderr=True, soft_wrap=True)
+    refuse_with_run(args, env=args.env_id, out=args.out, sft_envs=args.sft_envs, resume=args.resume,
+                    init_adapter=cfg.init_adapter)
+    run = open_run(args.run)
+    calibration = need(run, "calibration", Calibration)
+    use_run_specs(run)
+    doc = run.settings()
+    model = args.model or trainable_model(doc["policy"])
+    if not model:
+        raise UsageError(f"the run's policy {doc['policy']} has no weights here to train: give --model (a model "
+                         "folder or hub id of the same model)")
+    defaults = TrainConfig().to_dict()
+    train = {k: v for k, v in cfg.to_dict().items() if v != defaults[k] and k not in ("env_id", "model", "out")}
+    warm = sft or bool(getattr(args, "warm_start", False))
+    steps = 0 if sft else cfg.max_steps
+    rehearsal = None
+    if args.rehearse_base:
+        if not warm:
+            raise UsageError("--rehearse-base rehearses in a supervised start: use `sft --run`, or `train --run "
+                             "--warm-start`")
+        rollouts = need(run, "rollouts", Rollouts)
+        rehearsal = Rehearsal(episodes=tuple(base_successes(rollouts, run.target().threshold)))
+    settings = {"kind": "sft" if sft else ("grpo+warm" if warm else "grpo"), "model": model,
+                "train": {k: v for k, v in train.items() if k not in _HOW_IT_REPORTS}, "rehearse_base": bool(rehearsal)}
+    after = ("calibration", "rollouts") if rehearsal is not None else ("calibration",)
+    todo = [e for e in calibration.envs if e.get("train", True)]
+    _refuse_other_adapters(run, settings, after, [adapter_name(e["capability"]) for e in todo])
+
+    def train_all() -> Training:
+        out = Training()
+        for e in todo:
+            a = train_capability(e, adapter_name(e["capability"]), run.adapters, model=model, seed=cfg.seed, train=train,
+                                 steps=steps, env_kwargs=env_kwargs_for(e, {}), warm_demos=cfg.sft_seeds_per_env if warm else 0,
+                                 rehearsal=rehearsal)
+            (out.skipped if a.skipped else out.adapters).append(a)
+        return out
+
+    from trace_gym.cli import CommandError
+    from trace_gym.policies.prompting import ChatTemplateError
+
+    try:
+        with reporting(console):
+            res, _ = run_stage(run, "training", train_all, Training, settings=settings, after=after)
+    except ChatTemplateError as exc:
+        raise CommandError(str(exc)) from None
+    for a in res.adapters:
+        what = (f"SFT on {a.demonstrations} reference episodes of {a.env_id}"
+                + (f" and {a.rehearsed} rehearsed" if a.rehearsed else "") if a.demonstrations else "")
+        if a.steps:
+            what += (", then " if what else "") + f"{a.steps} GRPO steps (reward {a.final_reward:.3f} at the end)"
+        print(f"adapter {a.adapter}: {what} -> {a.path}")
+    for a in res.skipped:
+        print(f"no adapter for {a.capability}: {a.skipped}")
+    if not res.adapters:
+        return 1
+    print(f"next: trace-gym route --run {args.run}")
+    return 0
+
+
+def _refuse_other_adapters(run: Any, settings: dict[str, Any], after: tuple[str, ...], names: list[str]) -> None:
+    """A :class:`UsageError` when the stage must run again (its settings changed) over adapters an earlier run
+    finished: they would be kept as they are, so say which to remove instead."""
+    from trace_gym.adapters import read_manifest
+
+    rec, why = run.store(settings, after).lookup("training")
+    if rec is not None or why == "not run yet":
+        return
+    done = {a.get("name") for a in read_manifest(run.adapters / "manifest.json")["adapters"]}
+    kept = [n for n in names if n in done and (run.adapters / n / "adapter_model.safetensors").exists()]
+    if kept:
+        from trace_gym.cli import UsageError
+
+        raise UsageError(f"{run.root}: the adapters {', '.join(kept)} were trained with other settings or inputs; "
+                         f"remove {', '.join(str(run.adapters / n) for n in kept)} to train them again")

@@ -379,14 +379,16 @@ def plot_methods(doc: dict[str, Any], path: str | Path) -> Path | None:
     rows = table_rows(doc)
     if plt is None or not rows:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4))
+    import textwrap
+
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.05 * len(rows)), 4))  # room for every method's label
     xs = list(range(len(rows)))
     vals = [r["pass1"]["value"] for r in rows]
     err = [[v - r["pass1"]["low"] for v, r in zip(vals, rows, strict=True)], [r["pass1"]["high"] - v for v, r in zip(vals, rows, strict=True)]]
     ax.bar(xs, vals, yerr=err, capsize=4, color="#4c72b0")
     for x, r in zip(xs, rows, strict=True):  # the value is printed, so a score of 0 is visible too
         ax.text(x, min(0.97, r["pass1"]["high"] + 0.02), f"{r['pass1']['value']:.3f}", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(xs, [f"{r['label']}\n({r['rollouts']} rollouts)" for r in rows], fontsize=8)
+    ax.set_xticks(xs, ["\n".join(textwrap.wrap(r["label"], 14)) + f"\n({r['rollouts']} rollouts)" for r in rows], fontsize=8)
     ax.set_ylim(0, 1)
     ax.set_ylabel("pass^1 on held-out tasks (95% CI)")
     ax.set_title(f"{doc['target']} — budget {doc['budget']} rollouts", fontsize=10)

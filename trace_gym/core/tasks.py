@@ -27,6 +27,7 @@ __all__ = [
     "find_task_source",
     "task_source",
     "task_groups",
+    "tasks_per_group",
     "task_source_for",
 ]
 
@@ -170,6 +171,21 @@ def task_groups(source: TaskSource, task_id: str) -> tuple[str, ...]:
     many = getattr(source, "groups", None)
     found = tuple(str(g) for g in many(task_id)) if callable(many) else ()
     return found or (str(source.group(task_id)),)
+
+
+def tasks_per_group(source: TaskSource, task_ids: list[str], n: int) -> list[str]:
+    """The first ``n`` of ``task_ids`` in each report group (a task's ``group()``), in their order: a sample of a
+    split that holds every kind of task its source reports on (the first tasks of a split are often all one kind)."""
+    if n < 1:
+        raise ValueError(f"tasks per group must be >= 1, got {n}")
+    taken: dict[str, int] = {}
+    out = []
+    for t in task_ids:
+        g = str(source.group(t))
+        if taken.get(g, 0) < n:
+            taken[g] = taken.get(g, 0) + 1
+            out.append(t)
+    return out
 
 
 def task_source_for(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> TaskSource:

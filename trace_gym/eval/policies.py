@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["resolve_policy", "EVAL_SPEC_HELP", "add_policy_options"]
+__all__ = ["resolve_policy", "EVAL_SPEC_HELP", "add_policy_options", "MAX_NEW_TOKENS"]
+
+MAX_NEW_TOKENS = 256  # an evaluated policy's generation limit per action unless --max-new-tokens (or a run) says
 
 EVAL_SPEC_HELP = "base | adapter:NAME | routed | scripted:FILE | hf:MODEL | smollm2 | llamacpp:smollm2 | openai:URL#MODEL"
 
@@ -13,11 +15,13 @@ EVAL_SPEC_HELP = "base | adapter:NAME | routed | scripted:FILE | hf:MODEL | smol
 def add_policy_options(p: Any) -> None:
     """The options every command that resolves a ``--policy`` spec takes (an ``argparse`` parser): the base
     model, the adapters folder, the router and generation (``--max-new-tokens``, ``--temperature``, ``--greedy``)."""
-    p.add_argument("--model", default="smollm2", help="base model for base/adapter:/routed (default smollm2; "
-                   "llamacpp:smollm2 runs it on llama.cpp)")
-    p.add_argument("--adapters", default="adapters", help="folder with manifest.json and router_index")
+    p.add_argument("--model", default=None, help="base model for base/adapter:/routed (default smollm2, or a run's "
+                   "model; llamacpp:smollm2 runs it on llama.cpp; hf:MODEL a hub id or folder)")
+    p.add_argument("--adapters", default=None, help="folder with manifest.json and router_index (default adapters, or "
+                   "a run's DIR/adapters)")
     p.add_argument("--router", choices=["retrieval", "classifier"], default="retrieval")
-    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--max-new-tokens", type=int, default=None, help=f"generation limit per action (default "
+                   f"{MAX_NEW_TOKENS}, or the run's)")
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--greedy", action="store_true")
 
@@ -29,8 +33,8 @@ def _base(model: str, gen: dict[str, Any]):
     return policy_from_spec(spec, **gen)
 
 
-def resolve_policy(spec: str, *, model: str = "smollm2", adapters: str | Path = "adapters", router: str = "retrieval",
-                   **gen: Any):
+def resolve_policy(spec: str, *, model: str | None = "smollm2", adapters: str | Path | None = "adapters",
+                   router: str = "retrieval", **gen: Any):
     """Build the policy an evaluation spec names.
 
     ``base`` is the base model (``model``: ``smollm2``, a hub name or folder, or any
@@ -39,8 +43,11 @@ def resolve_policy(spec: str, *, model: str = "smollm2", adapters: str | Path = 
     ``retrieval`` or ``classifier`` router over ``<adapters>/router_index``.  With a server
     model (``openai:URL#BASE``) the adapters are the server's, by their registered names
     (vLLM's ``--lora-modules NAME=PATH``): ``adapter:NAME`` asks the server for model ``NAME``
-    and ``routed`` is a :class:`~trace_gym.route.policy.ServerRoutedPolicy`.
+    and ``routed`` is a :class:`~trace_gym.route.policy.ServerRoutedPolicy`.  ``None`` for ``model`` or
+    ``adapters`` means the default (``smollm2``, ``adapters``).
     """
+    model = model or "smollm2"
+    adapters = adapters or "adapters"
     if spec == "base":
         pol = _base(model, gen)
         pol.policy_id = f"base:{getattr(pol, 'policy_id', model)}"
@@ -78,7 +85,8 @@ def _router(kind: str, adapters: str | Path, base: Any, pol: Any, model: str) ->
 
     index_path = Path(adapters) / "router_index"
     if not index_path.with_suffix(".json").exists():
-        raise FileNotFoundError(f"no router index at {index_path}.json; build one with the demo or `trace_gym.route.build`")
+        raise FileNotFoundError(f"no router index at {index_path}.json; build one with `trace-gym route --run DIR` "
+                                "(or the demo)")
     retrieval = RetrievalRouter(RouterIndex.load(index_path))
     if kind == "retrieval":
         return retrieval

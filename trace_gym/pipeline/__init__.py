@@ -16,7 +16,8 @@
    :func:`~trace_gym.pipeline.learn.evaluate_policies` for several side by side; graded targets are
    also reported per group as mean reward and perfect count, :mod:`~trace_gym.eval.scores`).
 
-:func:`~trace_gym.pipeline.loop.run_trace` runs stages 1–6 of a
+:class:`~trace_gym.pipeline.folder.RunFolder` is where a run's files live (the command line's stage verbs
+take one with ``--run DIR``).  :func:`~trace_gym.pipeline.loop.run_trace` runs stages 1–6 of a
 :class:`~trace_gym.pipeline.loop.TracePlan` through one resumable
 :class:`~trace_gym.pipeline.store.StageStore`, charging every learning episode to an
 optional :class:`~trace_gym.pipeline.budget.RolloutBudget`.  The pipeline asks the target
@@ -28,6 +29,7 @@ success threshold; success is :func:`trace_gym.core.outcome.is_success` and pass
 
 from ..eval.scores import attach_scores, bootstrap_mean, graded_scores, scores_table
 from .budget import BudgetedEnv, BudgetExceeded, RolloutBudget
+from .folder import RunError, RunFolder
 from .learn import (
     FORFEIT,
     Evaluation,
@@ -51,6 +53,7 @@ from .stages import (
     RolloutJob,
     Rollouts,
     Synthesis,
+    analysis_result,
     analyze,
     calibrate_envs,
     capability_factory,
@@ -63,12 +66,12 @@ from .warm import WarmStart, WarmStartMismatch, WarmStartSettings, finished_warm
 
 __all__ = [
     "STAGES", "TracePlan", "TraceRun", "run_trace", "adapter_name", "training_reserve",
-    "StageStore", "StageOutput", "StageRecord",
+    "StageStore", "StageOutput", "StageRecord", "RunFolder", "RunError",
     "RolloutBudget", "BudgetExceeded", "BudgetedEnv",
     "Target",
     "WarmStartSettings", "WarmStart", "WarmStartMismatch", "run_warm_start", "finished_warm_start",
     "RolloutJob", "Rollouts", "play_rollouts",
-    "Analysis", "analyze",
+    "Analysis", "analyze", "analysis_result",
     "Synthesis", "synthesize_envs", "capability_factory",
     "Calibration", "calibrate_envs",
     "Rehearsal", "TrainedAdapter", "Training", "train_capability", "train_adapter", "kept_rollouts", "plan_train_steps", "worst_rollouts_per_step",

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .budget import RolloutBudget
+from .folder import RunFolder
 from .learn import (
     Rehearsal,
     Training,
@@ -133,11 +134,12 @@ class TracePlan:
         if self.select_tasks < 1 or self.need_examples < 1:
             raise ValueError(f"select_tasks and need_examples must be >= 1, got {self.select_tasks}, {self.need_examples}")
         self.root = Path(self.root)
-        self.rollouts_path = Path(self.rollouts_path or self.root / "rollouts.jsonl")
-        self.analysis_dir = Path(self.analysis_dir or self.root / "analysis")
-        self.specs_dir = Path(self.specs_dir or self.root / "specs")
-        self.adapters_dir = Path(self.adapters_dir or self.root / "adapters")
-        self.index_path = Path(self.index_path or self.adapters_dir / "router_index")
+        folder = RunFolder(self.root)  # the layout of a run folder, shared with the command line's stage verbs
+        self.rollouts_path = Path(self.rollouts_path or folder.rollouts)
+        self.analysis_dir = Path(self.analysis_dir or folder.analysis)
+        self.specs_dir = Path(self.specs_dir or folder.specs)
+        self.adapters_dir = Path(self.adapters_dir or folder.adapters)
+        self.index_path = Path(self.index_path or self.adapters_dir / folder.index.name)
 
 
 @dataclass

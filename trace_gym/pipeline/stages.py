@@ -28,7 +28,7 @@ from .target import Target
 
 __all__ = [
     "RolloutJob", "Rollouts", "play_rollouts",
-    "Analysis", "analyze",
+    "Analysis", "analyze", "analysis_result",
     "Synthesis", "synthesize_envs", "capability_factory",
     "Calibration", "calibrate_envs", "env_kwargs_for",
 ]
@@ -172,6 +172,16 @@ def analyze(rollouts: Rollouts, out: str | Path, *, seed: int, threshold: float 
     out = Path(out)
     _, doc = run_analysis(rollouts.path, out, GoldLabeler(), list(TAXONOMY), runs=1,
                           thresholds=Thresholds(k=1, success=threshold), seed=seed)
+    return analysis_result(doc, out, min_capabilities=min_capabilities, max_capabilities=max_capabilities, plot=plot)
+
+
+def analysis_result(doc: dict[str, Any], out: str | Path, *, min_capabilities: int = 0, max_capabilities: int | None = None,
+                    plot: bool = True) -> Analysis:
+    """The :class:`Analysis` of an analysis document (``capabilities.json``, as
+    :func:`~trace_gym.analysis.pipeline.run_analysis` wrote it into ``out``): at most ``max_capabilities``
+    selected ones are chosen, and when fewer than ``min_capabilities`` passed the thresholds, the next ones most
+    often lacking on failed trajectories are added (``fallback``); with ``plot``, ``out/capabilities.png``."""
+    out = Path(out)
     selected = list(doc["selected"])
     chosen = selected[:max_capabilities] if max_capabilities is not None else list(selected)
     fallback = []
@@ -205,8 +215,10 @@ class Synthesis(StageOutput):
         return ([self.report] if self.report else []) + [e["spec"] for e in self.envs]
 
 
-def synthesize_envs(analysis: Analysis, domain: str, out: str | Path, *, seed: int, max_envs: int | None = None) -> Synthesis:
-    """One capability env spec per chosen capability (at most ``max_envs`` made), registered in this process."""
+def synthesize_envs(analysis: Analysis, domain: str, out: str | Path, *, seed: int, max_envs: int | None = None,
+                    client: Any = None) -> Synthesis:
+    """One capability env spec per chosen capability (at most ``max_envs`` made), registered in this process;
+    ``client`` (a :class:`~trace_gym.llm.ChatClient`) drafts a spec for a capability no template covers."""
     from ..analysis.pipeline import load_capabilities
     from ..synthesis import synthesize
     from ..synthesis.synthesize import synthesis_domains
@@ -218,7 +230,8 @@ def synthesize_envs(analysis: Analysis, domain: str, out: str | Path, *, seed: i
         why = f"no capability environments can be synthesized for the {domain!r} domain (known: {synthesis_domains()})"
         return Synthesis([{"capability": c, "status": "skipped", "spec_id": None, "path": None, "template": None,
                            "reasons": [why]} for c in analysis.chosen])
-    outcomes = synthesize(load_capabilities(analysis.capabilities_json), domain, out, seed=seed, only=analysis.chosen)
+    outcomes = synthesize(load_capabilities(analysis.capabilities_json), domain, out, client=client, seed=seed,
+                          only=analysis.chosen)
     made = [o for o in outcomes if o.path][:max_envs]
     ids = register_spec_files_once([str(o.path) for o in made])
     report = next((p for p in (out / "_synthesis.json", out / "synthesis.json") if p.exists()), None)

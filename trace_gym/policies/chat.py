@@ -21,7 +21,15 @@ from typing import Any, NamedTuple
 
 from .base import ContextExceeded, PolicyError, Request
 from .decoding import DecodeStats, StopRule, pick_tokens
-from .prompting import TOOL_LISTINGS, action_stop_strings, end_of_turn, native_tools, render_chat, resolve_tool_format
+from .prompting import (
+    TOOL_LISTINGS,
+    action_stop_strings,
+    check_tool_template,
+    end_of_turn,
+    native_tools,
+    render_chat,
+    resolve_tool_format,
+)
 
 __all__ = ["ChatPolicy", "PreparedRow", "end_of_turn_ids"]
 
@@ -94,6 +102,8 @@ class ChatPolicy:
         if not eos:
             raise ValueError("the tokenizer and model define no end-of-sequence token")
         self.eos_token_ids = eos
+        check_tool_template(tokenizer, native=self.supports_native_tools(), tool_format=tool_format,
+                            tool_listing=tool_listing)  # ChatTemplateError (a ValueError): one line saying why
         self.stop_rule = StopRule(tokenizer, eos | end_of_turn_ids(tokenizer),
                                   action_stop_strings(tool_format) if stop is None else tuple(stop))
         self.decode_stats = DecodeStats()

@@ -28,8 +28,9 @@ from typing import Any
 from ..core.toolcalls import format_tool_call
 
 __all__ = [
-    "PROBE_TOOL", "TOOL_FORMATS", "TOOL_LISTINGS", "action_stop_strings", "compact_tool_line", "end_of_turn",
-    "format_calls", "native_tools", "render_chat", "resolve_tool_format", "template_messages", "tool_instructions",
+    "PROBE_TOOL", "TOOL_FORMATS", "TOOL_LISTINGS", "ChatTemplateError", "action_stop_strings", "check_tool_template",
+    "compact_tool_line", "end_of_turn", "format_calls", "native_tools", "render_chat", "resolve_tool_format",
+    "template_messages", "tool_instructions",
 ]
 
 PROBE_TOOL = {
@@ -274,3 +275,44 @@ def render_chat(
     if tools and native:
         kwargs["tools"] = tools
     return tokenizer.apply_chat_template(prepared, **kwargs)
+
+
+class ChatTemplateError(ValueError):
+    """A model's chat template cannot carry tool calls; the message says why, on one line."""
+
+
+_PROBE_RESULT = "trace_gym_probe_result"
+# a conversation with a tool call and its result, as an env writes it: what every prompt of an episode holds
+_PROBE_CONVERSATION = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "Probe the tool."},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "call_0", "type": "function", "function": {
+        "name": PROBE_TOOL["function"]["name"], "arguments": '{"x": "y"}'}}]},
+    {"role": "tool", "tool_call_id": "call_0", "name": PROBE_TOOL["function"]["name"], "content": _PROBE_RESULT},
+    {"role": "assistant", "content": "Done."},
+    {"role": "user", "content": "Thanks."},
+]
+
+
+def check_tool_template(tokenizer: Any, *, native: bool, tool_format: str, tool_listing: str = "compact") -> None:
+    """Refuse, with one :class:`ChatTemplateError` line, a tokenizer whose chat template cannot carry an episode:
+    none at all, or one that fails on (or drops) a conversation with a system prompt, the tool list, an assistant
+    tool call and the tool's result, rendered as :func:`render_chat` renders every prompt (``native``: the tools
+    passed to the template; else listed in the system message and calls written in ``tool_format``)."""
+    name = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
+    advice = ("use a chat (instruct) model, or give the tokenizer a chat template that renders every turn "
+              "(tokenizer.chat_template; saved beside the model as chat_template.jinja)")
+    if not getattr(tokenizer, "chat_template", None):
+        raise ChatTemplateError(f"model {name} has no chat template, which trace-gym writes every prompt with: {advice}")
+    try:
+        text = render_chat(tokenizer, _PROBE_CONVERSATION, [PROBE_TOOL], native=native, tool_listing=tool_listing,
+                           tool_format=tool_format)
+    except Exception as exc:  # the template's own error (jinja's TemplateError, a raise_exception(...) of the template)
+        why = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise ChatTemplateError(f"the chat template of model {name} cannot carry tool calls: it fails on a "
+                                f"conversation with a tool call and its result ({why}); {advice}") from None
+    dropped = [what for what, ok in (("the tool list and the tool call", text.count(PROBE_TOOL["function"]["name"]) >= 2),
+                                     ("the tool's result", _PROBE_RESULT in text)) if not ok]
+    if dropped:
+        raise ChatTemplateError(f"the chat template of model {name} cannot carry tool calls: it leaves out "
+                                f"{' and '.join(dropped)}; {advice}")

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..policies.prompting import (
     TOOL_LISTINGS,
+    check_tool_template,
     end_of_turn,
     native_tools,
     render_chat,
@@ -48,8 +49,6 @@ class ChatRenderer:
 
     def __init__(self, tokenizer: Any, tools_in_prompt: str = "auto", tool_listing: str = "compact",
                  tool_format: str = "auto"):
-        if getattr(tokenizer, "chat_template", None) is None:
-            raise ValueError("the tokenizer has no chat template; trace-gym renders episodes with the model's chat template")
         if tools_in_prompt not in ("auto", "template", "system", "none"):
             raise ValueError(f"tools_in_prompt must be auto, template, system or none; got {tools_in_prompt!r}")
         if tool_listing not in TOOL_LISTINGS:
@@ -62,6 +61,8 @@ class ChatRenderer:
             self.native_tools = native_tools(tokenizer)
         else:
             self.native_tools = tools_in_prompt == "template"
+        check_tool_template(tokenizer, native=self.native_tools, tool_format=self.tool_format,
+                            tool_listing=tool_listing)  # ChatTemplateError (a ValueError): one line saying why
         self._eot_cache: str | None = None
 
     # ------------------------------------------------------------------ text level

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TrainConfig", "ConfigError", "load_config", "IMPORTANCE_SAMPLING_MODES"]
+__all__ = ["TrainConfig", "ConfigError", "load_config", "IMPORTANCE_SAMPLING_MODES", "REPORTERS"]
 
 # TRL's importance-sampling correction of vLLM samples (``vllm_importance_sampling``; ``off``: none).
 IMPORTANCE_SAMPLING_MODES = ("off", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+REPORTERS = ("none", "tensorboard", "wandb")  # TrainConfig.report_to: where TRL also logs each step
 
 
 class ConfigError(ValueError):
@@ -157,6 +158,9 @@ class TrainConfig:
     plot: bool = True
     manifest: bool = True
     run_name: str | None = None
+    # Where TRL also sends every logged step (TrainingArguments.report_to): none, tensorboard (event files under
+    # <out>/tensorboard/; the `tensorboard` extra) or wandb (Weights & Biases; its package and login are yours).
+    report_to: str = "none"
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> TrainConfig:
@@ -214,6 +218,7 @@ class TrainConfig:
             "prefix_grad": ("exact", "detached"),
             "lm_head": ("fused", "full"),
             "sft_prefix_grad": ("exact", "detached"),
+            "report_to": REPORTERS,
         }
         problems.extend(self._vllm_problems())
         if self.sampler_gguf is not None and self.backend != "llamacpp":

@@ -12,7 +12,8 @@ from typing import Any
 
 from .config import TrainConfig
 
-__all__ = ["load_model_and_tokenizer", "lora_config", "load_lora", "wrap_lora", "resolve_device", "resolve_dtype"]
+__all__ = ["load_model_and_tokenizer", "lora_config", "load_lora", "wrap_lora", "resolve_device", "resolve_dtype",
+           "check_reporter", "place_reports"]
 
 
 def resolve_device(name: str) -> str:
@@ -59,16 +60,41 @@ def load_model_and_tokenizer(name: str, *, seed: int = 0, dtype: Any = None) -> 
 
 def run_arguments(cfg: TrainConfig, config_class: type, device: str, dtype: Any) -> dict[str, Any]:
     """The ``TrainingArguments`` keywords every trace-gym run shares (GRPO and the SFT warm start):
-    seeds, precision, device, no reporters or progress bars, and activation checkpointing (on unless
-    ``gradient_checkpointing`` is false) under the name ``config_class`` knows."""
+    seeds, precision, device, the reporters of ``cfg.report_to`` (none by default), no progress bars, and
+    activation checkpointing (on unless ``gradient_checkpointing`` is false) under the name ``config_class`` knows."""
     import torch
 
     from ..compat import checkpointing_args
 
     checkpointing = cfg.gradient_checkpointing is not False
-    return dict(seed=cfg.seed, data_seed=cfg.seed, report_to="none", disable_tqdm=True, use_cpu=device == "cpu",
+    return dict(seed=cfg.seed, data_seed=cfg.seed, report_to=cfg.report_to, disable_tqdm=True, use_cpu=device == "cpu",
                 bf16=dtype == torch.bfloat16, fp16=dtype == torch.float16, dataloader_num_workers=0,
                 run_name=cfg.run_name, **checkpointing_args(config_class, checkpointing))
+
+
+# report_to -> (the packages any one of which it needs, how to get one)
+_REPORTER_PACKAGES = {"tensorboard": (("tensorboard", "tensorboardX"), "pip install 'trace-gym[tensorboard]'"),
+                      "wandb": (("wandb",), "pip install wandb, then `wandb login` (or WANDB_MODE=offline)")}
+
+
+def check_reporter(report_to: str) -> None:
+    """A :class:`~trace_gym.train.config.ConfigError` saying how to install what ``report_to`` needs, before a run
+    loads anything else (TRL would fail only once training starts)."""
+    import importlib.util
+
+    from .config import ConfigError
+
+    needs = _REPORTER_PACKAGES.get(report_to)
+    if needs is not None and not any(importlib.util.find_spec(m) is not None for m in needs[0]):
+        raise ConfigError(f"report_to={report_to} needs the {needs[0][0]} package: {needs[1]}")
+
+
+def place_reports(trainer: Any, folder: Any) -> None:
+    """Send a TensorBoard reporter's event files to ``folder/tensorboard`` (TRL's default is a dated folder under
+    the checkpoints); ``TENSORBOARD_LOGGING_DIR``, when set, still wins."""
+    for cb in trainer.callback_handler.callbacks:
+        if type(cb).__name__ == "TensorBoardCallback" and getattr(cb, "logging_dir", None) is None:
+            cb.logging_dir = str(folder / "tensorboard")
 
 
 def lora_config(cfg: TrainConfig) -> Any:

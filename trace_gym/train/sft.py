@@ -11,6 +11,7 @@ assistant tokens only.  It writes::
     <out>/sft_metrics.jsonl                                 # one row per logged step
     <out>/sft_config.json                                   # the full config (checked on resume)
     <out>/checkpoints/checkpoint-<step>/                    # every save_steps steps
+    <out>/tensorboard/                                      # with report_to=tensorboard
 
 ``resume=True`` continues from the newest checkpoint exactly as ``train`` does (model,
 optimizer, scheduler, RNG states and data order come back), so an interrupted and resumed
@@ -35,6 +36,7 @@ from typing import Any
 
 from .config import ConfigError, TrainConfig
 from .demos import Demonstration, build_demonstrations, demo_token_count, tokenize_demonstration
+from .models import check_reporter, place_reports
 from .outputs import MANIFEST_NAME, MetricsLog, atomic_write_text, update_manifest
 
 __all__ = ["WarmStartResult", "warm_start", "train_with_warm_start", "demo_loss", "sft_record_key", "WARM_START_DIR",
@@ -175,6 +177,7 @@ def warm_start(
     from .trainer import check_resume_config, latest_checkpoint
 
     cfg.validate()
+    check_reporter(cfg.report_to)
     folder = Path(out or cfg.out)
     if not str(out or cfg.out):
         raise ValueError("warm_start needs an output folder (cfg.out or out=)")
@@ -253,6 +256,7 @@ def warm_start(
     finally:
         if bars:
             datasets.enable_progress_bars()
+    place_reports(trainer, folder)
     with renamed_checkpointing_warnings_hidden():
         from transformers.trainer_callback import PrinterCallback
 

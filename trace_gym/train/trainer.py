@@ -11,6 +11,7 @@ run folder::
     <out>/metrics.jsonl                                     # one row per logged step
     <out>/learning_curve.png                                # reward per step
     <out>/checkpoints/checkpoint-<step>/                    # every save_steps steps
+    <out>/tensorboard/                                      # with report_to=tensorboard
     <out>/../manifest.json                                  # one entry per adapter
 
 ``resume=True`` continues from the newest checkpoint: model, optimizer, scheduler,
@@ -32,6 +33,7 @@ from typing import Any
 from ..compat import renamed_checkpointing_warnings_hidden
 from ..progress import reporting, track
 from .config import TrainConfig
+from .models import check_reporter, place_reports
 from .outputs import MANIFEST_NAME, MetricsLog, atomic_write_text, plot_learning_curve, update_manifest
 
 __all__ = ["train", "TrainResult", "latest_checkpoint", "checkpoint_rollout_state", "check_resume_config", "make_env_factory", "env_metadata"]
@@ -284,7 +286,7 @@ def _callback_class():
 # Fields that may change between an interrupted run and its resumption without breaking exactness.
 # (shared_prefix: the shared and the unshared loss are the same computation.)
 _RESUME_FREE = {"max_steps", "progress", "plot", "manifest", "save_steps", "save_total_limit", "cpu_threads", "logging_steps", "run_name",
-                "shared_prefix"}
+                "report_to", "shared_prefix"}
 
 
 def check_resume_config(path: Path, cfg: TrainConfig, fields: Collection[str] | None = None) -> None:
@@ -394,6 +396,7 @@ def _memory_plan(cfg: TrainConfig, model: Any, prompt_tokens: int, device: str, 
 
 def _model_with_lora(cfg: TrainConfig, model: Any, tokenizer: Any, dtype: Any) -> tuple[Any, Any, Any]:
     """``(model, tokenizer, the model wrapped with LoRA)``: ``cfg.model`` loaded unless ``model`` is given."""
+    from .chat import ChatRenderer
     from .models import load_model_and_tokenizer, wrap_lora
 
     if model is None:
@@ -402,6 +405,8 @@ def _model_with_lora(cfg: TrainConfig, model: Any, tokenizer: Any, dtype: Any) -
         model, tokenizer = load_model_and_tokenizer(cfg.model, seed=cfg.seed, dtype=dtype)
     elif tokenizer is None:
         raise ValueError("pass tokenizer together with model")
+    # a chat template that cannot carry tool calls fails now (ChatTemplateError), before the run folder is written
+    ChatRenderer(tokenizer, cfg.tools_in_prompt, cfg.tool_listing, cfg.tool_format)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -436,6 +441,7 @@ def train(
     from .vllm import install_weight_sync, release_vllm
 
     cfg.validate()
+    check_reporter(cfg.report_to)
     if not cfg.out:
         raise ValueError("TrainConfig.out (the adapter folder) is required")
     if env_factory is None:
@@ -492,6 +498,7 @@ def train(
             rollout_func=rollout,
             callbacks=[cb, *(callbacks or [])],
         )
+    place_reports(trainer, out)
     try:
         trainer.shared_prefix = bool(cfg.shared_prefix)
         trainer.prefix_grad = cfg.prefix_grad
