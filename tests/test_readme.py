@@ -46,7 +46,7 @@ def test_docs_environment_table_is_the_registry():
 
 def test_every_registered_id_has_a_row_and_a_mismatch_is_caught():
     import trace_gym  # noqa: F401
-    from trace_gym.cli.envs import env_records
+    from trace_gym.registration import env_records
 
     table = markdown_envs_table()
     for r in env_records():

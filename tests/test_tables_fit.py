@@ -57,7 +57,8 @@ def test_demo_summary_table_fits_80_columns():
 
 def test_envs_table_fits_80_columns():
     import trace_gym  # noqa: F401
-    from trace_gym.cli.envs import env_records, envs_table
+    from trace_gym.cli.envs import envs_table
+    from trace_gym.registration import env_records
 
     rows = env_records()
     _assert_fits(_render(envs_table(rows)), [r["id"] for r in rows] + ["capability", "toolsandbox"])

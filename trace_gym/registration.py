@@ -22,7 +22,7 @@ from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["EnvEntry", "ENTRIES", "DuplicateEnvError", "register_all", "list_envs", "add_entry", "source_of"]
+__all__ = ["EnvEntry", "ENTRIES", "DuplicateEnvError", "register_all", "list_envs", "add_entry", "source_of", "env_records"]
 
 
 @dataclass(frozen=True)
@@ -144,3 +144,15 @@ def list_envs() -> list[tuple[str, str]]:
     """``(env id, one-line description)`` for every registered ``trace/*`` environment."""
     register_all()
     return sorted((e.id, e.description) for e in ENTRIES)
+
+
+def env_records() -> list[dict[str, str]]:
+    """``{id, family, domain, title, description}`` (title and description are the same line) for every registered
+    ``trace/*`` id, sorted by id.
+
+    Family and domain are what each id's registry entry declares (its family's entries
+    module, or the spec file's ``domain`` for a capability env), never read off the id.
+    """
+    list_envs()  # registers everything
+    return [{"id": e.id, "family": e.family, "domain": e.domain, "title": e.description, "description": e.description}
+            for e in sorted(ENTRIES, key=lambda e: e.id)]

@@ -44,7 +44,7 @@ def _tiny_tokenizer_or_skip():
 
 def test_default_envs_are_the_builtin_capability_envs_of_the_targets_domain(tmp_path):
     from trace_gym.capabilities.entries import spec_files
-    from trace_gym.cli.envs import env_records
+    from trace_gym.registration import env_records
     from trace_gym.synthesis.register import register_spec_files
 
     rows = {r["id"]: r for r in env_records()}

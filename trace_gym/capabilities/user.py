@@ -23,7 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.users import STOP, UserError, UserTurn, ask_model, flip_roles
+from ..core.users import STOP, UserError, UserTurn, flip_roles
+from ..llm import ask_model
 
 __all__ = ["ScriptedUser", "SimulatedUser"]
 

@@ -14,7 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "cannot produce on τ²-bench's ~5k-token prompts) or a full env id")
     p.add_argument("--domain", default="retail", choices=["retail"], help="τ²-bench domain of a τ² target (default retail)")
     p.add_argument("--fast", action="store_true", help="smaller sizes (about half the time)")
-    p.add_argument("--model", default="smollm2", choices=["smollm2", "tiny"],
+    from trace_gym.policies.model_registry import model_names
+
+    p.add_argument("--model", default="smollm2", choices=model_names(),
                    help="smollm2 (SmolLM2-135M-Instruct) or tiny (random weights, plumbing check in about a minute)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--warm-start", action=argparse.BooleanOptionalAction, default=None,

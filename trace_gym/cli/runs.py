@@ -99,11 +99,16 @@ def run_stage(run: Any, name: str, fn: Callable[[], Any], result_type: type, *, 
 
 
 def trainable_model(policy: str) -> str | None:
-    """What the trainer loads for a run's policy spec: ``smollm2`` for ``smollm2`` and ``llamacpp:smollm2`` (the
-    same weights), ``MODEL`` for ``hf:MODEL``; ``None`` for a policy with no transformers weights here."""
+    """What the trainer loads for a run's policy spec: a registered model for its name and for
+    ``llamacpp:NAME`` (the same weights; ``smollm2``, say), ``MODEL`` for ``hf:MODEL``; ``None`` for a policy
+    with no transformers weights here."""
+    from trace_gym.policies.model_registry import model_spec
+
     kind, _, rest = policy.partition(":")
-    if policy == "smollm2" or (kind == "llamacpp" and rest.partition("@")[0] == "smollm2"):
-        return "smollm2"
+    if not rest and model_spec(kind) is not None:
+        return kind
+    if kind == "llamacpp" and model_spec(rest.partition("@")[0]) is not None:
+        return rest.partition("@")[0]
     if kind == "hf" and rest:
         return rest
     return None

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..policies.model_registry import is_plumbing
 from . import methods as M
 
 __all__ = ["CompareConfig", "METHODS", "DEFAULT_METHODS", "DEFAULT_TRAIN", "EVAL_SEED_OFFSET", "TRAIN_SEED_STRIDE"]
@@ -260,7 +261,7 @@ class CompareConfig:
         """Whether this comparison starts with the shared format warm start (see ``warm_start``)."""
         if self.warm_start is not None:
             return bool(self.warm_start) and self.can_train
-        if not self.can_train or self.model == "tiny":
+        if not self.can_train or is_plumbing(self.model):
             return False
         from ..pipeline.warm import target_record
 

@@ -49,11 +49,11 @@ def _pristine(model: str, seed: int) -> tuple[Any, Any]:
     key = (model, seed)
     if key not in _MODELS:
         from ..policies import hf
+        from ..policies.model_registry import model_spec
 
-        if model == "tiny":
-            _MODELS[key] = hf.tiny_test_model(seed)
-        elif model == "smollm2":
-            _MODELS[key] = hf.load_smollm2(device="cpu")
+        spec = model_spec(model)
+        if spec is not None:
+            _MODELS[key] = spec.load(seed, None, "cpu")
         else:
             pol = hf.HFPolicy.from_pretrained(train_model_name(model), device="cpu")
             _MODELS[key] = (pol.model, pol.tokenizer)
@@ -80,7 +80,9 @@ def load_base_policy(model: str, *, seed: int = 0, **gen: Any) -> Any:
 
     weights, tok = _pristine(model, seed)
     keep = {k: gen[k] for k in ("max_new_tokens", "greedy", "temperature", "top_k", "top_p", "batch_size") if k in gen}
-    device = "cuda" if torch.cuda.is_available() and model != "tiny" else "cpu"
+    from ..policies.model_registry import is_plumbing
+
+    device = "cuda" if torch.cuda.is_available() and not is_plumbing(model) else "cpu"
     return HFPolicy(copy.deepcopy(weights).to(device), tok, policy_id=model, seed=seed, **keep)
 
 

@@ -8,20 +8,17 @@ replay users (:mod:`trace_gym.tau2.users`), the ToolSandbox scripted, replay and
 behaviour and documents what its context and its ``messages`` hold.
 
 Shared here: the turn type, the error, the stop token, :class:`ReplayTurns` (a fixed
-list of turns, then a final one), :func:`ask_model` (one chat call on the user's behalf)
-and :func:`flip_roles` (the conversation as the user sees it).
+list of turns, then a final one) and :func:`flip_roles` (the conversation as the user sees it); one chat
+call on the user's behalf is :func:`trace_gym.llm.ask_model`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from trace_gym.llm import ChatClient, ChatReply
-
-__all__ = ["STOP", "UserTurn", "UserError", "UserSimulator", "ReplayTurns", "ask_model", "flip_roles"]
+__all__ = ["STOP", "UserTurn", "UserError", "UserSimulator", "ReplayTurns", "flip_roles"]
 
 STOP = "###STOP###"
 
@@ -111,15 +108,6 @@ class ReplayTurns:
             return self.final
         self._next += 1
         return self.turns[self._next - 1]
-
-
-def ask_model(client: ChatClient, messages: Sequence[Mapping[str, Any]], *,
-              tools: Sequence[Mapping[str, Any]] | None = None, seed: int | None = None) -> ChatReply:
-    """One chat call on the user's behalf; any failure becomes :class:`UserError`."""
-    try:
-        return client.chat(messages, tools=tools or None, seed=seed)
-    except Exception as exc:
-        raise UserError(f"the user simulator's model failed: {type(exc).__name__}: {exc}") from exc
 
 
 def flip_roles(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

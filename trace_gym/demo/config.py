@@ -22,9 +22,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DemoConfig", "MODELS", "TARGETS", "TOOLSANDBOX_SUCCESS", "resolve_target"]
+from ..policies.model_registry import is_plumbing, model_names
 
-MODELS = ("smollm2", "tiny")
+__all__ = ["DemoConfig", "TARGETS", "TOOLSANDBOX_SUCCESS", "resolve_target"]
+
 TOOLSANDBOX = "trace/toolsandbox-v0"
 # A ToolSandbox episode counts as a success for the analysis and the router at this milestone similarity:
 # most milestones reached (e.g. the right tool with one argument off), not a perfect 1.0, which a small
@@ -127,8 +128,8 @@ class DemoConfig:
             self.success = TOOLSANDBOX_SUCCESS
         if self.band is not None:
             self.band = (float(self.band[0]), float(self.band[1]))
-        if self.model not in MODELS:
-            raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
+        if self.model not in model_names():
+            raise ValueError(f"model must be one of {tuple(model_names())}, got {self.model!r}")
         from ..route.retrieval import RULES
 
         if self.router_rule not in RULES:
@@ -163,7 +164,7 @@ class DemoConfig:
             cfg.calib_samples, cfg.cap_max_steps = 1, 1
             cfg.train_steps = 1
             cfg.router_seeds = 4
-        if model == "tiny":  # plumbing only: minimal sizes so a test runs the whole loop in about a minute
+        if is_plumbing(model):  # plumbing only: minimal sizes so a test runs the whole loop in about a minute
             cfg.scripted_tasks, cfg.base_tasks, cfg.env_max_steps = 4, 2, 4
             cfg.max_new_tokens, cfg.batch_size = 8, 2
             cfg.calib_seeds, cfg.calib_samples, cfg.cap_max_steps = 1, 2, 4
@@ -203,7 +204,7 @@ class DemoConfig:
         cfg.cap_rehearse_base = True  # the adapter keeps what the base model does well (refusing, ending)
         if fast:
             cfg.base_tasks, cfg.eval_tasks, cfg.cap_warm_steps, cfg.cap_warm_demos, cfg.cap_eval_seeds = 8, 4, 8, 16, 4
-        if model == "tiny":  # plumbing only: minimal sizes so a test runs the whole loop quickly
+        if is_plumbing(model):  # plumbing only: minimal sizes so a test runs the whole loop quickly
             cfg.base_tasks, cfg.base_samples, cfg.env_max_steps = 8, 1, 4
             cfg.max_new_tokens, cfg.batch_size = 8, 4
             cfg.calib_seeds, cfg.calib_samples, cfg.cap_max_steps, cfg.tune_rounds = 1, 2, 4, 1

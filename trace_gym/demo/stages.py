@@ -27,6 +27,7 @@ from rich.text import Text
 
 from ..io import atomic_write_json
 from ..pipeline import RolloutJob, Target, TracePlan
+from ..policies.model_registry import is_plumbing
 from ..render import fit_table
 from .config import DemoConfig
 from .flawed import demo_tasks
@@ -95,16 +96,18 @@ class Context:
                                  steps=c.warm_start_steps, learning_rate=c.warm_start_lr, seed=c.seed)
 
     def base_spec(self) -> str:
-        """``smollm2``, or the folder of the tiny test model (saved once under ``<out>/models/tiny``)."""
-        if self.cfg.model == "smollm2":
-            return "smollm2"
-        folder = self.out / "models" / "tiny"
-        if not (folder / "config.json").exists():
-            from ..policies.hf import tiny_test_model
+        """The model's name (``smollm2``), or for a plumbing model (``tiny``) the folder it is saved to once
+        (``<out>/models/<name>``)."""
+        from ..policies.model_registry import require_model
 
-            model, tok = tiny_test_model(self.cfg.seed)
+        spec = require_model(self.cfg.model)
+        if not spec.plumbing:
+            return spec.name
+        folder = self.out / "models" / spec.name
+        if not (folder / "config.json").exists():
+            model, tok = spec.load(self.cfg.seed, None, None)
             model.config.max_position_embeddings = 16384  # rotary positions: τ² prompts exceed the default 4096
-            tmp = folder.with_name(".tiny.tmp")
+            tmp = folder.with_name(f".{spec.name}.tmp")
             model.save_pretrained(str(tmp))
             tok.save_pretrained(str(tmp))
             tmp.replace(folder)
@@ -120,11 +123,10 @@ class Context:
     def gen_options(self) -> dict[str, Any]:
         c = self.cfg
         opts = {"max_new_tokens": c.max_new_tokens, "temperature": c.temperature, "seed": c.seed, "batch_size": c.batch_size}
-        if c.model == "smollm2":  # SmolLM2's own sampling, also when loaded from the warm start's folder
-            from ..policies.hf import SMALL_MODEL_SAMPLING
+        from ..policies.model_registry import require_model
 
-            opts = {**SMALL_MODEL_SAMPLING, **opts}
-        return opts
+        # the model's own sampling (SmolLM2's), also when it is loaded from the warm start's folder
+        return require_model(c.model).with_sampling(opts)
 
     def load(self, spec: str) -> Any:
         """A policy (``base`` or ``routed``) kept inside the model's context window."""
@@ -202,7 +204,7 @@ def demo_plan(ctx: Context) -> tuple[TracePlan, dict[str, Any]]:
              "sft_max_steps": cfg.cap_warm_steps, "sft_learning_rate": cfg.warm_start_lr, "sft_prefix_grad": "detached",
              "sft_recover_every": cfg.cap_warm_recover_every,
              # ~5k-token τ² prompts: without checkpointing a real model's backward pass needs >24 GB
-             "gradient_checkpointing": cfg.model != "tiny" if cfg.gradient_checkpointing is None
+             "gradient_checkpointing": not is_plumbing(cfg.model) if cfg.gradient_checkpointing is None
              else cfg.gradient_checkpointing}
     plan = TracePlan(
         target=ctx.target, root=ctx.out, model=ctx.model_spec(), base_policy=ctx.policy, jobs=jobs, seed=cfg.seed,

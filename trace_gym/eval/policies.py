@@ -28,8 +28,9 @@ def add_policy_options(p: Any) -> None:
 
 def _base(model: str, gen: dict[str, Any]):
     from ..policies import policy_from_spec
+    from ..policies.model_registry import model_spec
 
-    spec = model if ":" in model or model == "smollm2" else f"hf:{model}"
+    spec = model if ":" in model or model_spec(model) is not None else f"hf:{model}"
     return policy_from_spec(spec, **gen)
 
 

@@ -9,12 +9,12 @@
   trace-gym policy, a local Hugging Face model, a Python function.
 """
 
-from .base import ChatClient, ChatReply, LLMError, wire_message
+from .base import ChatClient, ChatReply, LLMError, ask_model, wire_message
 from .cassette import CassetteClient, CassetteMiss, request_key
 from .http import OpenAIChatClient, chat_url
 from .local import ByteTokenizer, FunctionChatClient, HFChatClient, PolicyChatClient
 
 __all__ = [
     "ByteTokenizer", "CassetteClient", "CassetteMiss", "ChatClient", "ChatReply", "FunctionChatClient",
-    "HFChatClient", "LLMError", "OpenAIChatClient", "PolicyChatClient", "chat_url", "request_key", "wire_message",
+    "HFChatClient", "LLMError", "OpenAIChatClient", "PolicyChatClient", "ask_model", "chat_url", "request_key", "wire_message",
 ]

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["ChatClient", "ChatReply", "LLMError", "wire_message"]
+__all__ = ["ChatClient", "ChatReply", "LLMError", "wire_message", "ask_model"]
 
 
 class LLMError(RuntimeError):
@@ -137,3 +137,15 @@ def wire_message(m: Mapping[str, Any]) -> dict[str, Any]:
     elif out["content"] is None and not m.get("tool_calls"):
         out["content"] = ""
     return out
+
+
+def ask_model(client: ChatClient, messages: Sequence[Mapping[str, Any]], *,
+              tools: Sequence[Mapping[str, Any]] | None = None, seed: int | None = None) -> ChatReply:
+    """One chat call on a user simulator's behalf; any failure becomes
+    :class:`~trace_gym.core.users.UserError`."""
+    from trace_gym.core.users import UserError
+
+    try:
+        return client.chat(messages, tools=tools or None, seed=seed)
+    except Exception as exc:
+        raise UserError(f"the user simulator's model failed: {type(exc).__name__}: {exc}") from exc

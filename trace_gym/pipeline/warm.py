@@ -67,7 +67,7 @@ def check_warm_fields(cfg: Any) -> None:
 
 def target_record(env_id: str) -> dict[str, str] | None:
     """The registry's record (id, family, domain, ...) of ``env_id``, or ``None`` when it is not registered."""
-    from ..cli.envs import env_records
+    from ..registration import env_records
 
     return next((r for r in env_records() if r["id"] == env_id), None)
 
@@ -80,7 +80,7 @@ def domain_capability_envs(env_id: str) -> list[str]:
     in the same process must see the same list.
     """
     from ..capabilities.entries import ENV_ENTRIES
-    from ..cli.envs import env_records
+    from ..registration import env_records
 
     mine = target_record(env_id)
     if mine is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import Policy, PolicyError, Request, act_batch, reset_policy
+from .model_registry import model_spec
 from .scripted import ScriptedPolicy, ScriptExhausted, load_actions, parse_actions
 
 __all__ = [
@@ -57,11 +58,11 @@ def policy_from_spec(spec: str, **options: Any) -> Policy:
 
         keep = {k: opts[k] for k in ("max_new_tokens", "greedy", "temperature", "top_k", "top_p", "seed", "batch_size", "device") if k in opts}
         return HFPolicy.from_pretrained(rest, **keep)
-    if kind == "smollm2" and not rest:
+    if not rest and model_spec(kind) is not None:  # a registered model (smollm2, tiny, ...) in transformers
         from .hf import HFPolicy
 
         keep = {k: opts[k] for k in ("max_new_tokens", "greedy", "temperature", "top_k", "top_p", "seed", "batch_size", "device") if k in opts}
-        return HFPolicy.smollm2(**keep)
+        return HFPolicy.registered(kind, **keep)
     if kind == "llamacpp":
         if not rest:
             raise ValueError(f"llamacpp policy needs a GGUF file or smollm2: llamacpp:FILE.gguf (got {spec!r})")
@@ -77,7 +78,7 @@ def policy_from_spec(spec: str, **options: Any) -> Policy:
                 raise ValueError(f"llamacpp weights must be one of {', '.join(choices)}: llamacpp:FILE.gguf@WEIGHTS "
                                  f"(got {weights!r})")
             keep["weight_type"] = weights.lower()
-        return LlamaCppPolicy.smollm2(**keep) if rest == "smollm2" else LlamaCppPolicy(rest, **keep)
+        return LlamaCppPolicy.registered(rest, **keep) if model_spec(rest) is not None else LlamaCppPolicy(rest, **keep)
     if kind == "openai":
         url, sep, model = rest.rpartition("#")
         if not sep or not url or not model:

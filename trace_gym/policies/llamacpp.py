@@ -35,10 +35,8 @@ from .chat import ChatPolicy
 from .decoding import DRAFT_COST, DecodeStats, Drafts, StopRule, check_drafting
 from .hf_models import (
     ModelUnavailableError,
-    load_smollm2_tokenizer,
     model_cache_dir,
     require_transformers,
-    smollm2_gguf_path,
 )
 from .prefix_cache import common_length
 
@@ -487,14 +485,22 @@ class LlamaCppPolicy(ChatPolicy):
         return cached_float_gguf(self.source_path, model_cache_dir() / "llamacpp", weight_type=self.weight_type)
 
     @classmethod
+    def registered(cls, name: str, **options: Any) -> LlamaCppPolicy:
+        """The GGUF of the model registered as ``name`` (:mod:`~trace_gym.policies.model_registry`), sampling with
+        its defaults unless ``options`` say otherwise (a :class:`ValueError` when it has no GGUF)."""
+        from .model_registry import require_model
+
+        spec = require_model(name)
+        if spec.gguf is None or spec.tokenizer is None:
+            raise ValueError(f"model {name!r} has no GGUF trace-gym knows: name the file, llamacpp:FILE.gguf")
+        options = spec.with_sampling(options)
+        options.setdefault("policy_id", f"llamacpp:{name}")
+        return cls(spec.gguf(), spec.tokenizer(), **options)
+
+    @classmethod
     def smollm2(cls, **options: Any) -> LlamaCppPolicy:
         """SmolLM2-135M-Instruct's packaged GGUF, with :data:`~trace_gym.policies.hf.SMALL_MODEL_SAMPLING` defaults."""
-        from .hf import SMALL_MODEL_SAMPLING
-
-        for key, value in SMALL_MODEL_SAMPLING.items():
-            options.setdefault(key, value)
-        options.setdefault("policy_id", "llamacpp:smollm2")
-        return cls(smollm2_gguf_path(), load_smollm2_tokenizer(), **options)
+        return cls.registered("smollm2", **options)
 
     def context_limit(self) -> int | None:
         return self.engine.context

@@ -44,7 +44,10 @@ PROBE_TOOL = {
 
 
 TOOL_LISTINGS = ("compact", "json")
-TOOL_FORMATS = ("hermes", "smollm2")
+# A tool-call format's name (not a model's): ``hermes`` one <tool_call> block per call; ``smollm2`` every call
+# of an action as one JSON list in one block (SmolLM2's training format, also usable by other models).
+HERMES_FORMAT, LIST_FORMAT = "hermes", "smollm2"
+TOOL_FORMATS = (HERMES_FORMAT, LIST_FORMAT)
 _SMOLLM_MARK = "SmolLM"  # SmolLM2's chat template names the model in its default system prompt
 
 
@@ -57,7 +60,7 @@ def resolve_tool_format(tokenizer: Any, tool_format: str = "auto") -> str:
     """
     if tool_format == "auto":
         template = getattr(tokenizer, "chat_template", None)
-        return "smollm2" if isinstance(template, str) and _SMOLLM_MARK in template else "hermes"
+        return LIST_FORMAT if isinstance(template, str) and _SMOLLM_MARK in template else HERMES_FORMAT
     if tool_format not in TOOL_FORMATS:
         raise ValueError(f"tool_format must be auto or one of {TOOL_FORMATS}, got {tool_format!r}")
     return tool_format
@@ -72,7 +75,7 @@ def action_stop_strings(tool_format: str) -> tuple[str, ...]:
     """
     if tool_format not in TOOL_FORMATS:
         raise ValueError(f"tool_format must be one of {TOOL_FORMATS}, got {tool_format!r}")
-    return ("</tool_call>",) if tool_format == "smollm2" else ()
+    return ("</tool_call>",) if tool_format == LIST_FORMAT else ()
 
 
 _EOT_MARK = "\u2063TRACE_GYM_ASSISTANT_MARK\u2063"
@@ -132,13 +135,13 @@ def tool_instructions(tools: list[dict[str, Any]], listing: str = "compact", too
     """The system-message text that lists ``tools`` and says how to call them in ``tool_format``."""
     if listing == "json":
         schemas = [t.get("function", t) for t in tools]
-        body = (json.dumps(schemas, ensure_ascii=False) if tool_format == "smollm2"
+        body = (json.dumps(schemas, ensure_ascii=False) if tool_format == LIST_FORMAT
                 else "\n".join(json.dumps(t, ensure_ascii=False) for t in schemas))
     elif listing == "compact":
         body = "\n".join(compact_tool_line(t) for t in tools)
     else:
         raise ValueError(f"tool_listing must be one of {TOOL_LISTINGS}, got {listing!r}")
-    if tool_format == "smollm2":
+    if tool_format == LIST_FORMAT:
         listed = body if listing == "json" else f"\n{body}\n"  # a JSON list inline, one line per tool otherwise
         return (
             "You can call functions to do what the user asks. These are the functions you can call:\n"
@@ -163,7 +166,7 @@ def tool_instructions(tools: list[dict[str, Any]], listing: str = "compact", too
 
 def format_calls(calls: list[tuple[str, Any]], tool_format: str = "hermes") -> str:
     """``[(name, arguments), ...]`` as the text a model writes in ``tool_format`` (the environment parses it back)."""
-    if tool_format == "smollm2":
+    if tool_format == LIST_FORMAT:
         lines = ",\n".join(json.dumps({"name": n, "arguments": a}, ensure_ascii=False) for n, a in calls)
         return f"<tool_call>[\n{lines}\n]</tool_call>"
     if tool_format != "hermes":

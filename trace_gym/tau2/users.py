@@ -43,7 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from trace_gym.core.users import STOP, ReplayTurns, UserSimulator, UserTurn, ask_model
+from trace_gym.core.users import STOP, ReplayTurns, UserSimulator, UserTurn
+from trace_gym.llm import ask_model
 from trace_gym.llm.base import ChatClient, ChatReply
 
 __all__ = [

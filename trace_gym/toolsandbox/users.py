@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from trace_gym.core.users import ReplayTurns, UserError, UserSimulator, UserTurn, ask_model, flip_roles
+from trace_gym.core.users import ReplayTurns, UserError, UserSimulator, UserTurn, flip_roles
+from trace_gym.llm import ask_model
 from trace_gym.llm.base import ChatClient
 
 from .offline_user import OfflineUser

@@ -23,6 +23,12 @@ IMPORTANCE_SAMPLING_MODES = ("off", "token_truncate", "token_mask", "sequence_tr
 REPORTERS = ("none", "tensorboard", "wandb")  # TrainConfig.report_to: where TRL also logs each step
 
 
+def _tool_formats() -> tuple[str, ...]:
+    from ..policies.prompting import TOOL_FORMATS
+
+    return TOOL_FORMATS
+
+
 class ConfigError(ValueError):
     """A configuration value is missing, unknown or out of range."""
 
@@ -210,7 +216,7 @@ class TrainConfig:
         choices = {
             "tools_in_prompt": ("auto", "template", "system", "none"),
             "tool_listing": ("compact", "json"),
-            "tool_format": ("auto", "hermes", "smollm2"),
+            "tool_format": ("auto", *_tool_formats()),
             "backend": ("auto", "transformers", "vllm", "llamacpp"),
             "dtype": ("auto", "float32", "bfloat16", "float16"),
             "device": ("auto", "cpu", "cuda"),

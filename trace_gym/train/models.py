@@ -38,12 +38,11 @@ def resolve_dtype(name: str, device: str) -> Any:
 
 def load_model_and_tokenizer(name: str, *, seed: int = 0, dtype: Any = None) -> tuple[Any, Any]:
     """``(model, tokenizer)`` for ``name`` (see the module docstring)."""
-    from ..policies import hf
+    from ..policies.model_registry import model_spec
 
-    if name == "tiny":
-        model, tok = hf.tiny_test_model(seed)
-    elif name == "smollm2":
-        model, tok = hf.load_smollm2(dtype=dtype)
+    spec = model_spec(name)
+    if spec is not None:
+        model, tok = spec.load(seed, dtype, None)
     else:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -112,8 +112,8 @@ def checkpoint_rollout_state(ckpt: Path | None) -> dict[str, Any] | None:
 
 def _llamacpp_sampler(cfg: TrainConfig) -> Any:
     """``backend=llamacpp``: the rollout function's sampler, checked before anything is loaded."""
-    from ..policies.hf_models import smollm2_gguf_path
     from ..policies.llamacpp import require_llama_cpp
+    from ..policies.model_registry import model_spec
     from .generation import LlamaCppSampler
 
     require_llama_cpp()  # ModelUnavailableError saying how to install it
@@ -121,8 +121,8 @@ def _llamacpp_sampler(cfg: TrainConfig) -> Any:
         gguf = Path(cfg.sampler_gguf)
         if not gguf.is_file():
             raise FileNotFoundError(f"sampler_gguf: no GGUF file at {gguf}")
-    elif cfg.model == "smollm2":
-        gguf = smollm2_gguf_path()
+    elif (spec := model_spec(cfg.model)) is not None and spec.gguf is not None:
+        gguf = spec.gguf()
     else:
         raise ValueError(f"backend=llamacpp samples from the trained model's GGUF: set sampler_gguf=PATH (model "
                          f"{cfg.model!r} has no GGUF trace-gym knows)")
