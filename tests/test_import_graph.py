@@ -189,3 +189,12 @@ def test_package_circles_only_shrink():
     found = package_circles(graph())
     assert not any(c not in PACKAGE_CIRCLES_LEFT and not any(c <= left for left in PACKAGE_CIRCLES_LEFT)
                    for c in found), found
+
+
+def test_no_function_over_120_lines():
+    long = {}
+    for m, p in MODULES.items():
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 120:
+                long[f"{m}.{node.name}"] = node.end_lineno - node.lineno + 1
+    assert long == {}

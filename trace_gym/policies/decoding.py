@@ -349,9 +349,8 @@ def decode_rows(
     import time
 
     import torch
-    from transformers import StaticCache
 
-    from .prefix_cache import PrefixKVCache, forward_kwargs, stack_prefixes
+    from .prefix_cache import PrefixKVCache
 
     rows = [list(r) for r in rows]
     if not rows:
@@ -367,39 +366,8 @@ def decode_rows(
     batch, budget = len(rows), max(limits)
     cache_store = prefix if isinstance(prefix, PrefixKVCache) else None
     with torch.inference_mode():
-        if cache_store is not None:
-            before = cache_store.stats["prefilled_tokens"]
-            prefixes = cache_store.row_prefixes(model, rows, device, reuse=True)
-            shared_run = cache_store.stats["prefilled_tokens"] - before
-        else:
-            prefixes, shared_run = [(0, None)] * batch, 0
-        lengths = [n for n, _ in prefixes]
-        start = max(lengths)
-        own = [len(r) - n for r, n in zip(rows, lengths, strict=True)]
-        width = max(own)
-        # Speculative steps may leave columns of rejected drafts behind (masked): room for them,
-        # and a step speculates only while plain steps could still finish every row.
-        capacity = start + width + budget + (budget + lookahead + 1 if lookahead else 0)
-        ids = torch.full((batch, width), pad_id, dtype=torch.long)
-        mask = torch.zeros((batch, capacity), dtype=torch.long)
-        positions = torch.zeros((batch, width), dtype=torch.long)
-        for i, (r, n, m) in enumerate(zip(rows, lengths, own, strict=True)):
-            ids[i, width - m:] = torch.tensor(r[n:], dtype=torch.long)  # left padding of each part
-            mask[i, start - n: start] = 1
-            mask[i, start + width - m: start + width] = 1
-            positions[i, width - m:] = torch.arange(n, n + m)
-        ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
-        cache = StaticCache(config=_config(model), max_cache_len=capacity)
-        if start:  # each row's cached prefix ends at column ``start``
-            for j, (k, v) in enumerate(stack_prefixes(prefixes, start, [(start - n, n) for n in lengths])):
-                cache.update(k.to(device), v.to(device), j)
-        cache_arg, extra = forward_kwargs(model)
-        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **{cache_arg: cache}, **extra)
-        cache = out.get(cache_arg)
-        if cache_store is not None:  # each row's prompt, for its conversation's next turn
-            columns = [[*range(start - n, start), *range(start + width - m, start + width)] if m > 1 else None
-                       for n, m in zip(lengths, own, strict=True)]
-            cache_store.store_batch(model, rows, cache, columns)
+        out, cache, mask, cache_arg, extra, start, width, capacity, prefilled = _prefill(
+            model, rows, cache_store, pad_id=pad_id, budget=budget, lookahead=lookahead, device=device)
         prefill_done = time.perf_counter()
 
         finished = [False] * batch
@@ -451,9 +419,57 @@ def decode_rows(
             column += advance
             steps += 1
         if stats is not None:
-            stats.record(rows, produced, prefilled=shared_run + sum(own), steps=steps, prefill_s=prefill_done - t0,
+            stats.record(rows, produced, prefilled=prefilled, steps=steps, prefill_s=prefill_done - t0,
                          decode_s=time.perf_counter() - prefill_done, drafted=drafts.drafted, accepted=drafts.accepted)
     return produced
+
+
+def _prefill(model: Any, rows: list[list[int]], cache_store: Any, *, pad_id: int, budget: int, lookahead: int,
+             device: Any) -> tuple[Any, ...]:
+    """The first forward of :func:`decode_rows` (under its ``inference_mode``): each row's cached prefix, then the rest of
+    its prompt, left-padded into one block.  Returns ``(output, cache, attention mask, the cache's argument name,
+    the extra forward arguments, the column where the prefixes end, the prompt block's width, the cache's capacity,
+    tokens prefilled)``."""
+    import torch
+    from transformers import StaticCache
+
+    from .prefix_cache import forward_kwargs, stack_prefixes
+
+    batch = len(rows)
+    if cache_store is not None:
+        before = cache_store.stats["prefilled_tokens"]
+        prefixes = cache_store.row_prefixes(model, rows, device, reuse=True)
+        shared_run = cache_store.stats["prefilled_tokens"] - before
+    else:
+        prefixes, shared_run = [(0, None)] * batch, 0
+    lengths = [n for n, _ in prefixes]
+    start = max(lengths)
+    own = [len(r) - n for r, n in zip(rows, lengths, strict=True)]
+    width = max(own)
+    # Speculative steps may leave columns of rejected drafts behind (masked): room for them,
+    # and a step speculates only while plain steps could still finish every row.
+    capacity = start + width + budget + (budget + lookahead + 1 if lookahead else 0)
+    ids = torch.full((batch, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((batch, capacity), dtype=torch.long)
+    positions = torch.zeros((batch, width), dtype=torch.long)
+    for i, (r, n, m) in enumerate(zip(rows, lengths, own, strict=True)):
+        ids[i, width - m:] = torch.tensor(r[n:], dtype=torch.long)  # left padding of each part
+        mask[i, start - n: start] = 1
+        mask[i, start + width - m: start + width] = 1
+        positions[i, width - m:] = torch.arange(n, n + m)
+    ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
+    cache = StaticCache(config=_config(model), max_cache_len=capacity)
+    if start:  # each row's cached prefix ends at column ``start``
+        for j, (k, v) in enumerate(stack_prefixes(prefixes, start, [(start - n, n) for n in lengths])):
+            cache.update(k.to(device), v.to(device), j)
+    cache_arg, extra = forward_kwargs(model)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **{cache_arg: cache}, **extra)
+    cache = out.get(cache_arg)
+    if cache_store is not None:  # each row's prompt, for its conversation's next turn
+        columns = [[*range(start - n, start), *range(start + width - m, start + width)] if m > 1 else None
+                   for n, m in zip(lengths, own, strict=True)]
+        cache_store.store_batch(model, rows, cache, columns)
+    return out, cache, mask, cache_arg, extra, start, width, capacity, shared_run + sum(own)
 
 
 def _draft_width(drafts: list[list[int]], accept: list[float], live: list[int], cost: float) -> int:

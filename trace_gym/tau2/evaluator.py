@@ -388,43 +388,10 @@ def _evaluate(
 ) -> Evaluation:
     basis = _basis(ec)
     gold_actions = ec.get("actions")
-    assertions = ec.get("env_assertions")
 
     # ---- environment (DB + env assertions)
-    pred_env = predicted
-    gold_env = None
-    env_info = None
-    db_check: dict[str, Any] | None
-    assertion_dump: list[dict[str, Any]] | None
-    if gold_actions is None and assertions is None:
-        db_check = {"db_match": True, "db_reward": 1.0}
-        assertion_dump = None
-        env_breakdown: dict[str, float | None] | None = None
-        env_reward = 1.0
-        env_info = {"note": "No expected actions or env assertions"}
-    else:
-        if pred_env is None:
-            pred_env = predicted_environment(task, messages, data, solo_mode=solo_mode, strict_replay=strict_replay)
-        gold_env = gold_environment(task, data)
-        match = _same_db(pred_env.db, gold_env.db) and _same_db(pred_env.user_db, gold_env.user_db)
-        db_reward = 1.0 if match else 0.0
-        db_check = {"db_match": match, "db_reward": db_reward}
-        assertion_dump = []
-        assertion_reward = 1.0
-        for a in assertions or []:
-            met = pred_env.run_env_assertion(
-                a["func_name"], dict(a.get("arguments") or {}), a["env_type"], a.get("assert_value", True)
-            )
-            assertion_dump.append({"env_assertion": _assertion_dump(a), "met": met, "reward": 1.0 if met else 0.0})
-            assertion_reward *= 1.0 if met else 0.0
-        env_breakdown = {}
-        env_reward = 1.0
-        if "DB" in basis:
-            env_breakdown["DB"] = db_reward
-            env_reward *= db_reward
-        if "ENV_ASSERTION" in basis:
-            env_breakdown["ENV_ASSERTION"] = assertion_reward
-            env_reward *= assertion_reward
+    pred_env, gold_env, env_info, db_check, assertion_dump, env_breakdown, env_reward = _environment_check(
+        task, ec, messages, data, basis, solo_mode=solo_mode, predicted=predicted, strict_replay=strict_replay)
 
     # ---- actions
     tool_kind = None
@@ -518,6 +485,51 @@ def _evaluate(
         reward, info, reward_without_nl, judged if needs_nl else None, None, strict_reward,
         nl.note if nl is not None else None, pred_env, gold_env,
     )
+
+
+def _environment_check(task: Mapping[str, Any], ec: Mapping[str, Any], messages: Sequence[Mapping[str, Any]],
+                       data: DomainData, basis: Sequence[str], *, solo_mode: bool, predicted: Tau2Environment | None,
+                       strict_replay: bool) -> tuple[Any, ...]:
+    """The environment part of an evaluation (final DB against the gold one, env assertions): ``(predicted env,
+    gold env, note, db_check, assertions, breakdown, reward)``; the predicted env is replayed from ``messages``
+    unless given."""
+    gold_actions = ec.get("actions")
+    assertions = ec.get("env_assertions")
+    pred_env = predicted
+    gold_env = None
+    env_info = None
+    db_check: dict[str, Any] | None
+    assertion_dump: list[dict[str, Any]] | None
+    if gold_actions is None and assertions is None:
+        db_check = {"db_match": True, "db_reward": 1.0}
+        assertion_dump = None
+        env_breakdown: dict[str, float | None] | None = None
+        env_reward = 1.0
+        env_info = {"note": "No expected actions or env assertions"}
+    else:
+        if pred_env is None:
+            pred_env = predicted_environment(task, messages, data, solo_mode=solo_mode, strict_replay=strict_replay)
+        gold_env = gold_environment(task, data)
+        match = _same_db(pred_env.db, gold_env.db) and _same_db(pred_env.user_db, gold_env.user_db)
+        db_reward = 1.0 if match else 0.0
+        db_check = {"db_match": match, "db_reward": db_reward}
+        assertion_dump = []
+        assertion_reward = 1.0
+        for a in assertions or []:
+            met = pred_env.run_env_assertion(
+                a["func_name"], dict(a.get("arguments") or {}), a["env_type"], a.get("assert_value", True)
+            )
+            assertion_dump.append({"env_assertion": _assertion_dump(a), "met": met, "reward": 1.0 if met else 0.0})
+            assertion_reward *= 1.0 if met else 0.0
+        env_breakdown = {}
+        env_reward = 1.0
+        if "DB" in basis:
+            env_breakdown["DB"] = db_reward
+            env_reward *= db_reward
+        if "ENV_ASSERTION" in basis:
+            env_breakdown["ENV_ASSERTION"] = assertion_reward
+            env_reward *= assertion_reward
+    return pred_env, gold_env, env_info, db_check, assertion_dump, env_breakdown, env_reward
 
 
 def _kind_lookup(data: DomainData) -> Any:

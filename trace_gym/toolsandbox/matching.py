@@ -40,6 +40,91 @@ def _exact_above(value: float) -> int:
     return exact + (exact >> 40) + 1 if exact > 0 else 0
 
 
+def _checked_graph(nodes: Sequence[int], edges: Sequence[tuple[int, int]], references: Mapping[int, Sequence[int]],
+                   ) -> tuple[dict[int, int], dict[int, int], dict[int, tuple[int, ...]]]:
+    """``(bit of each node, bits of its predecessors, the nodes it references)``, after checking that ``edges``
+    join two of ``nodes`` without a cycle and that each node references only its ancestors."""
+    bit = {m: 1 << k for k, m in enumerate(nodes)}
+    if len(bit) != len(nodes):
+        raise ValueError(f"nodes {list(nodes)} repeat a node")
+    preds = dict.fromkeys(nodes, 0)
+    for a, b in edges:
+        if a not in bit or b not in bit:
+            raise ValueError(f"edge {(a, b)} is not between two of the nodes {list(nodes)}")
+        preds[b] |= bit[a]
+    ancestors: dict[int, int] = {}
+    while len(ancestors) < len(nodes):  # in topological order, so a node's predecessors come first
+        ready = [m for m in nodes if m not in ancestors and all(p in ancestors for p in nodes if preds[m] & bit[p])]
+        if not ready:
+            raise ValueError(f"the graph has a cycle through nodes {sorted(set(nodes) - set(ancestors))}")
+        for m in ready:
+            ancestors[m] = preds[m] | _union(ancestors[p] for p in nodes if preds[m] & bit[p])
+    refs = {m: tuple(references.get(m, ())) for m in nodes}
+    for m in nodes:
+        for r in refs[m]:
+            if r not in bit or not ancestors[m] & bit[r]:
+                raise ValueError(f"node {m} references node {r}, which is not one of its ancestors")
+    return bit, preds, refs
+
+
+def _moves(mask: int, nodes: Sequence[int], bit: Mapping[int, int], preds: Mapping[int, int],
+           refs: Mapping[int, tuple[int, ...]], memo: dict[int, Any],
+           ) -> tuple[tuple[int, ...], list[tuple[int, int, tuple[int, ...], tuple[int, ...]]]]:
+    """The moves out of the state whose nodes left are ``mask`` (stored in ``memo``): the assigned nodes they
+    reference, and per ready node ``(node, mask left, positions of its references among those, positions of the
+    next state's references: -1 is the node itself)``."""
+    inside = {m for m in nodes if mask & bit[m]}
+    have = tuple(sorted({r for m in inside for r in refs[m]} - inside))
+    options = []
+    for m in sorted(inside):
+        if not preds[m] & mask:
+            rest = mask & ~bit[m]
+            after = sorted({r for x in inside - {m} for r in refs[x]} - (inside - {m}))
+            options.append(
+                (
+                    m,
+                    rest,
+                    tuple(have.index(r) for r in refs[m]),
+                    tuple(-1 if r == m else have.index(r) for r in after),
+                )
+            )
+    out = memo[mask] = (have, options)
+    return out
+
+
+def _best_path(mask: int, target: int, first: int, last: int, moves_of: Callable[[int], Any],
+               names: Mapping[int, list[Hashable]], bound: Mapping[int, list[int]], free_of: Callable[[int], list[int]],
+               scored: Callable[..., tuple[float, int]], best: Callable[[int, tuple[int, ...], int], int],
+               ) -> list[tuple[int, int, float]]:
+    """The assignment of :func:`best_assignment` whose exact sum is ``target``, move by move from the state of all
+    nodes ``mask``: at each step the candidate ``(-similarity, node, index)`` that comes first among those that
+    still reach the target."""
+    path: list[tuple[int, int, float]] = []
+    held: tuple[int, ...] = ()
+    lower = first
+    while mask:
+        have, options = moves_of(mask)
+        keys = tuple(names[r][i] for r, i in zip(have, held, strict=True))
+        choice = None
+        for m, rest, mine, nxt in options:
+            for index in range(lower, last + 1):
+                k = index - first
+                ceiling = free_of(rest)[k]
+                if bound[m][k] + ceiling < target:
+                    continue
+                sim, exact = scored(m, index, tuple(held[p] for p in mine), tuple(keys[p] for p in mine))
+                if exact + ceiling < target or (choice is not None and (-sim, m, index) >= choice[0]):
+                    continue
+                child = tuple(index if p < 0 else held[p] for p in nxt)
+                if exact + best(rest, child, index) == target:
+                    choice = ((-sim, m, index), rest, child, exact, sim)
+        assert choice is not None
+        (_, m, index), mask, held, exact, sim = choice
+        path.append((m, index, sim))
+        lower, target = index, target - exact
+    return path
+
+
 def best_assignment(
     nodes: Sequence[int],
     edges: Sequence[tuple[int, int]],
@@ -71,26 +156,7 @@ def best_assignment(
     """
     if first > last:
         raise ValueError(f"no index to assign: first {first} is after last {last}")
-    bit = {m: 1 << k for k, m in enumerate(nodes)}
-    if len(bit) != len(nodes):
-        raise ValueError(f"nodes {list(nodes)} repeat a node")
-    preds = dict.fromkeys(nodes, 0)
-    for a, b in edges:
-        if a not in bit or b not in bit:
-            raise ValueError(f"edge {(a, b)} is not between two of the nodes {list(nodes)}")
-        preds[b] |= bit[a]
-    ancestors: dict[int, int] = {}
-    while len(ancestors) < len(nodes):  # in topological order, so a node's predecessors come first
-        ready = [m for m in nodes if m not in ancestors and all(p in ancestors for p in nodes if preds[m] & bit[p])]
-        if not ready:
-            raise ValueError(f"the graph has a cycle through nodes {sorted(set(nodes) - set(ancestors))}")
-        for m in ready:
-            ancestors[m] = preds[m] | _union(ancestors[p] for p in nodes if preds[m] & bit[p])
-    refs = {m: tuple(references.get(m, ())) for m in nodes}
-    for m in nodes:
-        for r in refs[m]:
-            if r not in bit or not ancestors[m] & bit[r]:
-                raise ValueError(f"node {m} references node {r}, which is not one of its ancestors")
+    bit, preds, refs = _checked_graph(nodes, edges, references)
     span = range(first, last + 1)
     names = {
         r: list(reference_keys[r]) if reference_keys and r in reference_keys else list(range(last + 1))
@@ -104,24 +170,7 @@ def best_assignment(
 
     def moves_of(mask: int) -> tuple[tuple[int, ...], list[tuple[int, int, tuple[int, ...], tuple[int, ...]]]]:
         out = moves.get(mask)
-        if out is None:
-            inside = {m for m in nodes if mask & bit[m]}
-            have = tuple(sorted({r for m in inside for r in refs[m]} - inside))
-            options = []
-            for m in sorted(inside):
-                if not preds[m] & mask:
-                    rest = mask & ~bit[m]
-                    after = sorted({r for x in inside - {m} for r in refs[x]} - (inside - {m}))
-                    options.append(
-                        (
-                            m,
-                            rest,
-                            tuple(have.index(r) for r in refs[m]),
-                            tuple(-1 if r == m else have.index(r) for r in after),
-                        )
-                    )
-            out = moves[mask] = (have, options)
-        return out
+        return out if out is not None else _moves(mask, nodes, bit, preds, refs, moves)
 
     scores: dict[tuple[Hashable, ...], tuple[float, int]] = {}
 
@@ -194,27 +243,5 @@ def best_assignment(
             table[0] = lower
         return values[lower - first]
 
-    path: list[tuple[int, int, float]] = []
-    mask, held, lower = sum(bit.values()), (), first
-    target = best(mask, held, lower)
-    while mask:
-        have, options = moves_of(mask)
-        keys = tuple(names[r][i] for r, i in zip(have, held, strict=True))
-        choice = None
-        for m, rest, mine, nxt in options:
-            for index in range(lower, last + 1):
-                k = index - first
-                ceiling = free_of(rest)[k]
-                if bound[m][k] + ceiling < target:
-                    continue
-                sim, exact = scored(m, index, tuple(held[p] for p in mine), tuple(keys[p] for p in mine))
-                if exact + ceiling < target or (choice is not None and (-sim, m, index) >= choice[0]):
-                    continue
-                child = tuple(index if p < 0 else held[p] for p in nxt)
-                if exact + best(rest, child, index) == target:
-                    choice = ((-sim, m, index), rest, child, exact, sim)
-        assert choice is not None
-        (_, m, index), mask, held, exact, sim = choice
-        path.append((m, index, sim))
-        lower, target = index, target - exact
-    return path
+    mask = sum(bit.values())
+    return _best_path(mask, best(mask, (), first), first, last, moves_of, names, bound, free_of, scored, best)

@@ -174,19 +174,13 @@ def warm_start(
 
     from ..compat import renamed_checkpointing_warnings_hidden
     from .models import load_model_and_tokenizer, resolve_device, resolve_dtype, wrap_lora
-    from .trainer import check_resume_config, latest_checkpoint
 
     cfg.validate()
     check_reporter(cfg.report_to)
     folder = Path(out or cfg.out)
     if not str(out or cfg.out):
         raise ValueError("warm_start needs an output folder (cfg.out or out=)")
-    ckpt = latest_checkpoint(folder / "checkpoints") if resume else None
-    if resume and ckpt is None:
-        raise FileNotFoundError(f"--resume: no warm-start checkpoint under {folder / 'checkpoints'} (--save-steps N "
-                                "writes them); start without --resume")
-    if ckpt is not None:
-        check_resume_config(folder / CONFIG_NAME, cfg, _SFT_FIELDS)
+    ckpt = _resume_point(folder, cfg, resume)
     started = time.perf_counter()
     device = resolve_device(cfg.device)
     dtype = resolve_dtype(cfg.dtype, device)
@@ -204,18 +198,7 @@ def warm_start(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
 
-    env_ids = list(cfg.sft_envs) or ([cfg.env_id] if cfg.env_id else [])
-    skipped: dict[str, list[str]] = {}
-    if demos is None:
-        if not env_ids:
-            raise ConfigError("a warm start needs demonstrations: set sft_envs (or env_id)")
-        report = build_demonstrations(env_ids, cfg.sft_seeds_per_env, start=cfg.sft_seed_start,
-                                      env_kwargs={cfg.env_id: cfg.env_kwargs} if cfg.env_id else None, seed=cfg.seed,
-                                      recover_every=cfg.sft_recover_every)
-        demos, skipped = report.demos, report.skipped
-    rows = _rows(cfg, tokenizer, demos)
-    if not rows:
-        raise ValueError(f"no demonstration to train on (envs {env_ids}; skipped: {skipped})")
+    demos, skipped, rows = _demonstrations(cfg, tokenizer, demos)
 
     with renamed_checkpointing_warnings_hidden():
         peft_model = wrap_lora(model, cfg)
@@ -265,22 +248,7 @@ def warm_start(
     trained = trainer.accelerator.unwrap_model(trainer.model)
     trained.save_pretrained(str(folder))
     loss_after = demo_loss(trained, sample)
-    counts = demo_token_count(rows)
-    record = {
-        "envs": sorted({d.env_id for d in demos}),
-        "demonstrations": len(rows),
-        "recovered": sum(1 for d in demos if d.untrained),
-        "per_env": {e: sum(1 for d in demos if d.env_id == e) for e in sorted({d.env_id for d in demos})},
-        "tasks": [f"{d.env_id}#{d.task_id}" for d in demos],
-        "skipped": skipped,
-        **counts,
-        "steps": int(trainer.state.global_step),
-        "loss_before": round(loss_before, 6),
-        "loss_after": round(loss_after, 6),
-        "config": sft_record_key(cfg),
-        "seconds": round(time.perf_counter() - started, 1),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
+    record = _record(cfg, demos, rows, skipped, int(trainer.state.global_step), loss_before, loss_after, started)
     atomic_write_text(folder / RECORD_NAME, json.dumps(record, indent=2) + "\n")
     if manifest if manifest is not None else cfg.manifest:
         update_manifest(folder.parent / MANIFEST_NAME, {
@@ -292,6 +260,60 @@ def warm_start(
         trained.unload()
     return WarmStartResult(out=folder, steps=record["steps"], demos=len(rows), record=record,
                            seconds=time.perf_counter() - started)
+
+
+def _resume_point(folder: Path, cfg: TrainConfig, resume: bool) -> Path | None:
+    """The checkpoint a resumed warm start continues from (checked against the saved config); ``None`` without
+    ``resume``."""
+    from .trainer import check_resume_config, latest_checkpoint
+
+    ckpt = latest_checkpoint(folder / "checkpoints") if resume else None
+    if resume and ckpt is None:
+        raise FileNotFoundError(f"--resume: no warm-start checkpoint under {folder / 'checkpoints'} (--save-steps N "
+                                "writes them); start without --resume")
+    if ckpt is not None:
+        check_resume_config(folder / CONFIG_NAME, cfg, _SFT_FIELDS)
+    return ckpt
+
+
+def _demonstrations(cfg: TrainConfig, tokenizer: Any, demos: Sequence[Demonstration] | None,
+                    ) -> tuple[Sequence[Demonstration], dict[str, list[str]], list[dict[str, Any]]]:
+    """``(demonstrations, skipped tasks per env, tokenized rows)``: ``demos`` as given, else built from the envs
+    of ``cfg`` (``sft_envs``, or ``env_id``)."""
+    env_ids = list(cfg.sft_envs) or ([cfg.env_id] if cfg.env_id else [])
+    skipped: dict[str, list[str]] = {}
+    if demos is None:
+        if not env_ids:
+            raise ConfigError("a warm start needs demonstrations: set sft_envs (or env_id)")
+        report = build_demonstrations(env_ids, cfg.sft_seeds_per_env, start=cfg.sft_seed_start,
+                                      env_kwargs={cfg.env_id: cfg.env_kwargs} if cfg.env_id else None, seed=cfg.seed,
+                                      recover_every=cfg.sft_recover_every)
+        demos, skipped = report.demos, report.skipped
+    rows = _rows(cfg, tokenizer, demos)
+    if not rows:
+        raise ValueError(f"no demonstration to train on (envs {env_ids}; skipped: {skipped})")
+    return demos, skipped, rows
+
+
+def _record(cfg: TrainConfig, demos: Sequence[Demonstration], rows: list[dict[str, Any]], skipped: dict[str, list[str]],
+            steps: int, loss_before: float, loss_after: float, started: float) -> dict[str, Any]:
+    """What ``warm_start.json`` says of a finished warm start."""
+    envs = sorted({d.env_id for d in demos})
+    return {
+        "envs": envs,
+        "demonstrations": len(rows),
+        "recovered": sum(1 for d in demos if d.untrained),
+        "per_env": {e: sum(1 for d in demos if d.env_id == e) for e in envs},
+        "tasks": [f"{d.env_id}#{d.task_id}" for d in demos],
+        "skipped": skipped,
+        **demo_token_count(rows),
+        "steps": steps,
+        "loss_before": round(loss_before, 6),
+        "loss_after": round(loss_after, 6),
+        "config": sft_record_key(cfg),
+        "seconds": round(time.perf_counter() - started, 1),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
 
 
 def _finished_warm_start(folder: Path, cfg: TrainConfig) -> bool:
