@@ -106,7 +106,10 @@ def test_the_default_folder_is_adapters_at_the_top_of_the_checkout():
     from trace_gym.cli import build_parser
 
     args = build_parser().parse_args(["eval", "--env", "trace/tau2-mock-v0", "--policy", "base"])
-    assert args.adapters == DEFAULT_ADAPTERS_DIR
+    assert args.adapters is None  # not given: a run's DIR/adapters, else the default folder
+    from trace_gym.eval.policies import default_adapters
+
+    assert default_adapters(None) == DEFAULT_ADAPTERS_DIR and default_adapters("x") == "x"
 
 
 def test_the_folder_keeps_only_its_readme_and_gitignore_in_git(tmp_path):

@@ -7,8 +7,7 @@ import pytest
 from trace_gym.capabilities.user import ScriptedUser as CapabilityScriptedUser
 from trace_gym.capabilities.user import SimulatedUser
 from trace_gym.core.users import STOP, ReplayTurns, UserError, UserSimulator, UserTurn, flip_roles
-from trace_gym.llm import ask_model
-from trace_gym.llm import ChatReply, FunctionChatClient
+from trace_gym.llm import ChatReply, FunctionChatClient, ask_model
 from trace_gym.tau2.users import LLMUser as Tau2LLMUser
 from trace_gym.tau2.users import OfflineUser
 from trace_gym.tau2.users import ReplayUser as Tau2ReplayUser

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["resolve_policy", "EVAL_SPEC_HELP", "add_policy_options", "MAX_NEW_TOKENS"]
+__all__ = ["resolve_policy", "EVAL_SPEC_HELP", "add_policy_options", "MAX_NEW_TOKENS", "default_adapters"]
 
 MAX_NEW_TOKENS = 256  # an evaluated policy's generation limit per action unless --max-new-tokens (or a run) says
 
@@ -48,7 +48,7 @@ def resolve_policy(spec: str, *, model: str | None = "smollm2", adapters: str | 
     ``adapters`` means the default (``smollm2``, ``adapters``).
     """
     model = model or "smollm2"
-    adapters = adapters or "adapters"
+    adapters = default_adapters(adapters)
     if spec == "base":
         pol = _base(model, gen)
         pol.policy_id = f"base:{getattr(pol, 'policy_id', model)}"
@@ -75,6 +75,13 @@ def resolve_policy(spec: str, *, model: str | None = "smollm2", adapters: str | 
     from ..policies import policy_from_spec
 
     return policy_from_spec(spec, **gen)
+
+
+def default_adapters(adapters: str | Path | None) -> str | Path:
+    """``adapters``, or the default adapters folder when none is given."""
+    from ..adapters import DEFAULT_ADAPTERS_DIR
+
+    return adapters or DEFAULT_ADAPTERS_DIR
 
 
 def _router(kind: str, adapters: str | Path, base: Any, pol: Any, model: str) -> Any:
