@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,17 +16,12 @@ from tests.extras import need
 need("torch")
 need("trl")
 
+from tests.helpers_net import free_port  # noqa: E402
 from tests.helpers_vllm import save_tiny_model  # noqa: E402
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_two_ranks(folder: str, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -38,7 +32,7 @@ def run_two_ranks(folder: str, *extra: str, timeout: float = 600) -> subprocess.
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(_free_port()), "-m", "tests.train.lockstep_worker", folder, *extra]
+           "--master_port", str(free_port()), "-m", "tests.train.lockstep_worker", folder, *extra]
     with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         try:
             out, err = proc.communicate(timeout=timeout)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,15 +16,11 @@ need("torch")
 need("trl")
 need("peft")
 
+from tests.helpers_net import free_port  # noqa: E402
+
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_processes_train_one_adapter_and_sum_rollouts(tmp_path, tokenizer):
@@ -33,7 +28,7 @@ def test_two_processes_train_one_adapter_and_sum_rollouts(tmp_path, tokenizer):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(_free_port()), "-m", "trace_gym.cli", "train",
+           "--master_port", str(free_port()), "-m", "trace_gym.cli", "train",
            "--env", "trace-test/train-single-v0", "--model", "tiny", "--out", str(out), "--import", "tests.train.envs",
            "--steps", "2", "--num-generations", "2", "--seeds-per-step", "1", "--max-new-tokens", "6",
            "--max-completion-length", "16", "--cpu-threads", "1", "--no-progress", "--json",
