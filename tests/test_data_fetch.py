@@ -331,7 +331,7 @@ def test_toolsandbox_from_a_folder(toolsandbox_full, tmp_path, cache):
 
 def _stand_in_manifest(monkeypatch) -> dict:
     """The real manifest, with the mock domain's tool-schema checksums those of the test stand-in's code."""
-    from trace_gym.tau2.schema_derive import derive_domain
+    from trace_gym.data.tau2_schema_derive import derive_domain
 
     real = datafetch.load_manifest
     out, _ = derive_domain(reader(FILES), "mock", ["tools.json", "user_tools.json"])

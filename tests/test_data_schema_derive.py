@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from tests.datafetch_fake_tau2 import DATA_MODEL, FILES, UPSTREAM_ENV, reader, upstream_source
 from trace_gym.data import load_manifest
 from trace_gym.data.archive import open_source
-from trace_gym.tau2.schema_derive import SchemaDeriveError, derive_domain
-from trace_gym.tau2.schema_docstrings import DocstringStyleError, parse_docstring
+from trace_gym.data.tau2_schema_derive import SchemaDeriveError, derive_domain
+from trace_gym.data.tau2_schema_docstrings import DocstringStyleError, parse_docstring
 
 # --------------------------------------------------------------------------- upstream (when available)
 

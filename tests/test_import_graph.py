@@ -1,14 +1,16 @@
-"""trace_gym's import graph has no circle and no private name crosses a subsystem; no module is over 600 lines.
+"""trace_gym's import graph: no circle between modules or packages, imports only go down the layers,
+no private name crosses a subsystem; no module over 600 lines, no function over 120.
 
 Every module's imports are read with :mod:`ast` (imports inside functions included, so a
 lazy import that only hides a circle still counts).  An edge goes to the module that holds
 the imported name (``from a import b`` is an edge to ``a.b`` when ``b`` is a submodule, else
-to ``a``).  A package's ``__init__`` importing its own submodules is re-exporting, not a
-dependency, and is left out.
+to ``a``).  A package's ``__init__`` importing its own submodules counts like any other import,
+so a submodule that takes a name from its own package's ``__init__`` closes a circle.
 
 A *subsystem* is a top-level module or package of ``trace_gym`` (``rollout``, ``tau2``,
 ``toolsandbox``, ...): a ``_private`` name may be imported within a subsystem, never
-across two.
+across two.  :data:`LAYERS` is the order the subsystems stand in, the command line on top and
+core at the bottom: an import may stay in its layer or go down, never up.
 """
 
 from __future__ import annotations
@@ -74,8 +76,6 @@ def graph() -> dict[str, set[str]]:
                 target = target.rsplit(".", 1)[0]
             if target == module or target not in MODULES:
                 continue
-            if _is_package(module) and target.startswith(module + "."):
-                continue  # a package re-exporting its own submodules
             edges[module].add(target)
     return edges
 
@@ -155,13 +155,17 @@ def test_no_module_over_600_lines():
     assert long == {}
 
 
-# Packages that still import one another in a circle (one strongly connected group), to be untangled; listed so
-# that no new circle between packages can appear and none of these can grow.  The layer order aimed at: the CLI
-# and front ends (cli, demo, compare) on top of pipeline, then the stages (analysis, synthesis, train, route,
-# eval), then the engines (tau2, toolsandbox, capabilities), policies and llm, data, and core at the bottom.
-PACKAGE_CIRCLES_LEFT: set[frozenset[str]] = {
-    frozenset({"capabilities", "data", "eval", "route", "tau2", "toolsandbox"}),
-}
+# The layers, top first.  Within a layer, packages may import one another as long as no circle forms.
+LAYERS: list[set[str]] = [
+    {"cli"},  # the command line
+    {"demo", "compare"},  # front ends over the whole loop
+    {"pipeline"},  # the loop's stages in order, their store
+    {"analysis", "capabilities", "synthesis", "route", "eval"},  # TRACE's stages
+    {"episode", "serving", "rollout", "train", "integrations", "baselines"},  # playing and learning
+    {"tau2", "toolsandbox", "policies"},  # the benchmark engines and the models
+    {"trace_gym", "core", "llm", "trajectory", "registration", "env_reference", "testing", "adapters", "data", "io",
+     "render", "compat", "progress"},  # foundations: the env contract, chat clients, files, formatting
+]
 
 
 def package_circles(edges: dict[str, set[str]]) -> set[frozenset[str]]:
@@ -183,12 +187,24 @@ def package_circles(edges: dict[str, set[str]]) -> set[frozenset[str]]:
     return {frozenset({p} | {q for q in reach[p] if p in reach.get(q, set())}) for p in reach if p in reach[p]}
 
 
-def test_package_circles_only_shrink():
+def test_no_circle_between_packages():
     toy = {"x.a.m": {"x.b.m"}, "x.b.m": {"x.c.m"}, "x.c.m": {"x.a.m"}, "x.d.m": {"x.a.m"}}
     assert package_circles(toy) == {frozenset({"a", "b", "c"})}
-    found = package_circles(graph())
-    assert not any(c not in PACKAGE_CIRCLES_LEFT and not any(c <= left for left in PACKAGE_CIRCLES_LEFT)
-                   for c in found), found
+    assert package_circles(graph()) == set()
+
+
+def _layer(subsystem: str) -> int:
+    for depth, layer in enumerate(LAYERS):
+        if subsystem in layer:
+            return depth
+    raise AssertionError(f"{subsystem!r} is in no layer of LAYERS: place it there")
+
+
+def test_imports_only_go_down_the_layers():
+    up = sorted((a, b) for a, targets in graph().items() for b in targets
+                if _layer(_subsystem(b)) < _layer(_subsystem(a)))
+    assert up == []
+    assert {_subsystem(m) for m in MODULES} == set().union(*LAYERS)  # no layer names a package that is gone
 
 
 def test_no_function_over_120_lines():

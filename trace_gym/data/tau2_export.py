@@ -3,7 +3,7 @@
 
 τ²-bench's tool schemas (``domains/<domain>/tools.json``, ``user_tools.json``) are not files upstream:
 tau2 builds them at run time from its toolkit code.  A fetch derives them from the Python source in the
-same archive (``src/tau2/...``, read with :mod:`ast`, never run; see :mod:`trace_gym.tau2.schema_derive`),
+same archive (``src/tau2/...``, read with :mod:`ast`, never run; see :mod:`trace_gym.data.tau2_schema_derive`),
 verified against the shipped checksums like every other file (manifest entries with a ``derive`` key).
 The protocol notes and conformance corpora were recorded by running tau2 and are in no archive.
 """
@@ -28,7 +28,7 @@ def _derive_into(files: Source, wanted: dict[str, dict[str, Any]], files_dir: Pa
     that match their checksum under ``files_dir`` and record in ``derived`` the source files each was
     derived from; returns the files whose derivation failed or differs, with why.  A file whose toolkit
     code is not in the source is skipped (it stays missing)."""
-    from trace_gym.tau2.schema_derive import SchemaDeriveError, derive_domain, toolkit_source
+    from .tau2_schema_derive import SchemaDeriveError, derive_domain, toolkit_source
 
     failed: dict[str, str] = {}
     seen: dict[str, bytes | None] = {}  # each source file is read once (archive members are slow to reach)

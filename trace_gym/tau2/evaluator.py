@@ -39,7 +39,7 @@ judged counts as 0.  Under strict mode a trajectory that only refuses cannot pas
 airline task offline (tau2 itself gives 1.0 to 23 of the 50).  tau2's own ``reward`` is
 unchanged and always reported.
 
-:func:`pass_hat_k` computes τ-bench's pass^k from per-task trial outcomes.
+τ-bench's pass^k over trial outcomes is :func:`trace_gym.eval.metrics.pass_hat_k`.
 """
 
 from __future__ import annotations
@@ -51,7 +51,6 @@ from pathlib import Path
 from typing import Any
 
 from ..core.outcome import is_success  # re-exported: the library-wide definition (reward 1 within 1e-6)
-from ..eval.metrics import pass_hat_k  # re-exported: the library-wide pass^k
 from .engine import DomainData, Tau2Environment, load_domain
 from .judge import Judge, JudgeError
 
@@ -61,7 +60,6 @@ __all__ = [
     "evaluate",
     "gold_environment",
     "predicted_environment",
-    "pass_hat_k",
     "is_success",
     "action_checks",
     "communicate_checks",

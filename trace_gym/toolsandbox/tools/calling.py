@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..world import NoDataError as _WorldNoData
 from ..world import World
 from .common import NOT_GIVEN, NoDataError, check_type, format_exception
+from .table import TOOL_FUNCTIONS
 
 if TYPE_CHECKING:
     from ..catalog import ToolSpec
@@ -68,7 +69,7 @@ def run_tool(
             error=f"TypeError: {spec.name}() argument after ** must be a mapping, not {type(arguments).__name__}"
         )
     if functions is None:
-        from . import TOOL_FUNCTIONS as functions
+        functions = TOOL_FUNCTIONS
     try:
         bound = bind_arguments(spec, arguments)
         if spec.typechecked:

@@ -17,7 +17,7 @@ same JSON, in the same order and layout.  What it understands, and nothing more 
   classes of the ``tau2`` package that are pydantic models (fields with ``Field(default,
   description=...)``, ``model_config = ConfigDict(extra=...)``, single inheritance) or enums;
 * defaults: literals and enum members;
-* docstrings: the Google style, read by :mod:`trace_gym.tau2.schema_docstrings`.
+* docstrings: the Google style, read by :mod:`trace_gym.data.tau2_schema_docstrings`.
 
 ``read(path)`` gives the bytes of a repository file (``src/tau2/...``) or ``None``;
 :func:`derive_domain` returns the file bytes for one domain.
@@ -31,7 +31,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .schema_docstrings import DocstringStyleError, parse_docstring
+from .tau2_schema_docstrings import DocstringStyleError, parse_docstring
 
 __all__ = ["SchemaDeriveError", "derive_domain", "toolkit_source"]
 
