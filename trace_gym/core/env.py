@@ -11,7 +11,8 @@ Actions and observations are text (:class:`~trace_gym.core.spaces.TextSpace`).
   user side (:meth:`ToolEnv._respond`), whose reply is observed.  The observation is
   the text of what happened since the agent's last action.  This is the only step
   loop: environment families change what an action does through the hooks below,
-  never by overriding ``reset`` or ``step``.
+  never by replacing ``step``; an override of ``reset`` only wraps ``super().reset()``
+  (a capability env keeps the seed it was given, and restores it when a reset is refused).
 * A malformed action is answered with an observation that explains the problem
   (``info["action_error"]``); it is recorded in the policy's view of the conversation
   (so an LLM can recover) but is not part of the scored transcript and changes no state.

@@ -11,7 +11,7 @@ the first line is guaranteed to match (the rest carries pydantic-version details
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["ValidationError", "Field", "build", "STR", "OPT_STR", "INT", "FLOAT", "literal", "optional", "model_list"]
@@ -182,7 +182,3 @@ def model_list(model: str, fields: dict[str, Field]) -> Check:
         return out
 
     return check
-
-
-def fields_of(spec: Sequence[tuple[str, Check]]) -> dict[str, Field]:
-    return {name: Field(check) for name, check in spec}
