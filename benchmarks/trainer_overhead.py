@@ -200,7 +200,7 @@ def worker(case: str, side: str, a: argparse.Namespace, out: str) -> dict[str, A
 
         kwargs = grpo_trainer_kwargs(CAP_ENV if case == "cap" else TOY_ENV, seeds=range(NUM_SEEDS), num_generations=a.generations,
                                      max_new_tokens_per_turn=min(a.max_tokens, a.turn_tokens), max_completion_length=a.max_tokens,
-                                     resample_constant_groups=False, prefix_cache=side != "off")
+                                     resample_constant_groups=False, shared_prefix=side != "off")
         trainer = grpo_trainer_class()(model=model, args=grpo_args(out, a, side), processing_class=tok, callbacks=[timer.callback], **kwargs)
         trainer.shared_prefix = side != "off"
         trainer.prefix_grad = "detached" if side == "detached" else "exact"

@@ -20,7 +20,7 @@ def _draws(cfg: CompareConfig, tmp_path: Path) -> dict:
     plan = trace_plan(cfg, None, tmp_path, train[:4])
     warm = _warm_settings(cfg)
     return {"eval": cfg.evaluation_seed, "stored_eval": cfg.to_dict()["eval_seed"],
-            "grpo": plan.train["train_seed_start"],
+            "grpo": plan.training.train["train_seed_start"],
             "jobs": [j.seed for j in base_jobs(cfg, train[:2])], "plan": plan.seed, "warm": warm.seed if warm else None,
             "train_order": train, "test_order": test}
 

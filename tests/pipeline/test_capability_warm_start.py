@@ -136,6 +136,7 @@ def test_each_adapter_rehearses_the_other_adapters_demonstrations_charged_once(t
     from trace_gym.pipeline import Target, TracePlan
     from trace_gym.pipeline.learn import adapter_demonstrations, adapter_train_config
     from trace_gym.pipeline.loop import _train_all
+    from trace_gym.pipeline.settings import CalibrationSettings, RoutingSettings, TrainingSettings
     from trace_gym.pipeline.stages import Calibration, capability_factory
 
     other = {"capability": "ts-multiple-tool-call", "env_id": "trace/cap-ts-multiple-tool-call-v0",
@@ -143,9 +144,11 @@ def test_each_adapter_rehearses_the_other_adapters_demonstrations_charged_once(t
     envs = [{**ENV, "train": True}, {**other, "train": True}]
     budget = RolloutBudget(40, tmp_path / "budget.json")
     plan = TracePlan(target=Target("trace/toolsandbox-v0", {"max_steps": 4}), root=tmp_path, model="tiny",
-                     base_policy=lambda: None, jobs=[], train={**TRAIN, "sft_max_steps": 1}, train_steps=0, warm_demos=2,
-                     rehearse_peers=True, cap_env_kwargs={"max_steps": 4}, routing_seeds=0, budget=budget,
-                     name_adapter=lambda i, cap: f"cap-{i}")
+                     base_policy=lambda: None, jobs=[],
+                     training=TrainingSettings(train={**TRAIN, "sft_max_steps": 1}, train_steps=0, cap_warm_demos=2,
+                                               cap_rehearse_peers=True),
+                     calibration=CalibrationSettings(cap_env_kwargs={"max_steps": 4}),
+                     routing=RoutingSettings(routing_seeds=0), budget=budget, name_adapter=lambda i, cap: f"cap-{i}")
     training = _train_all(plan, Calibration(envs), None)
     assert [a.rehearsed_peers for a in training.adapters] == [2, 2] and not training.skipped
     for a, e, peer in zip(training.adapters, envs, reversed(envs), strict=True):
@@ -155,7 +158,7 @@ def test_each_adapter_rehearses_the_other_adapters_demonstrations_charged_once(t
         assert record["per_env"] == {e["env_id"]: 2, peer["env_id"]: 2}
         # what it rehearsed of its peer is what the peer's own SFT drew
         cfg = adapter_train_config(model="tiny", seed=0, env_id=peer["env_id"], out=tmp_path / "x", steps=0,
-                                   train=plan.train, run_name="x")
+                                   train=plan.training.train, run_name="x")
         drawn = adapter_demonstrations(cfg, capability_factory(peer["spec"], {"max_steps": 4}, None, "x"), 2).demos
         assert [f"{d.env_id}#{d.task_id}" for d in drawn] == [t for t in record["tasks"] if t.startswith(peer["env_id"])]
     assert budget.used == 4

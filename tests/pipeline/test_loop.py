@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from trace_gym.pipeline import RolloutBudget, RolloutJob, StageStore, Target, TracePlan, run_trace
+from trace_gym.pipeline.settings import CalibrationSettings, RoutingSettings, SynthesisSettings, TrainingSettings
 
 ENV_ID = "trace/tau2-retail-v0"
 
@@ -30,8 +31,10 @@ def test_loop_stops_at_mastered_capabilities_and_resumes(tmp_path):
     jobs = _jobs(3)
     seen = []
     plan = TracePlan(target=Target(ENV_ID, {"unjudged_nl": "ignore"}), root=tmp_path, model="unused", base_policy=Noop,
-                     jobs=jobs, max_envs=1, calib_seeds=1, calib_samples=2, cap_env_kwargs={"max_steps": 2},
-                     reference_seeds=2, mastered=0.0, budget=RolloutBudget(100, tmp_path / "budget.json"))
+                     jobs=jobs, synthesis=SynthesisSettings(max_envs=1),
+                     calibration=CalibrationSettings(calib_seeds=1, calib_samples=2, cap_env_kwargs={"max_steps": 2},
+                                                     reference_seeds=2, mastered=0.0),
+                     budget=RolloutBudget(100, tmp_path / "budget.json"))
     run = run_trace(plan, StageStore(tmp_path), on_stage=lambda name, res: seen.append(name))
     assert seen == ["rollouts", "analysis", "synthesis", "calibration", "training"]
     assert run.rollouts.by_policy["flawed-scripted:faithful"] == {"episodes": 3, "passed": 3}
@@ -73,8 +76,10 @@ def test_the_knob_search_leaves_the_training_share_and_resumes_its_charges(tmp_p
     jobs = _jobs(3)
     train = {"num_generations": 2, "seeds_per_step": 1, "max_resamples": 0}
     kw = dict(target=Target(ENV_ID, {"unjudged_nl": "ignore"}), root=tmp_path, model="unused", base_policy=Noop,
-              jobs=jobs, max_envs=1, calib_seeds=1, calib_samples=2, cap_env_kwargs={"max_steps": 2}, mastered=0.0,
-              band=(0.9, 1.0), tune_rounds=3, train=train, warm_demos=3, routing_seeds=2)
+              jobs=jobs, synthesis=SynthesisSettings(max_envs=1),
+              calibration=CalibrationSettings(calib_seeds=1, calib_samples=2, cap_env_kwargs={"max_steps": 2}, mastered=0.0,
+                                              band=(0.9, 1.0), tune_rounds=3),
+              training=TrainingSettings(train=train, cap_warm_demos=3), routing=RoutingSettings(routing_seeds=2))
     assert training_reserve(TracePlan(**kw), 1) == 0  # no budget, nothing to leave
     reserve = 3 + 2 + 2  # demonstrations, one step of one group of 2, routing
     total = len(jobs) + 2 + reserve + spare
@@ -104,8 +109,9 @@ def test_tune_episodes_caps_each_envs_search_without_a_budget(tmp_path):
 
     jobs = _jobs(3)
     plan = TracePlan(target=Target(ENV_ID, {"unjudged_nl": "ignore"}), root=tmp_path, model="unused", base_policy=Noop,
-                     jobs=jobs, max_envs=1, calib_seeds=1, calib_samples=2, cap_env_kwargs={"max_steps": 2}, mastered=0.0,
-                     band=(0.9, 1.0), tune_rounds=3, tune_episodes=5)
+                     jobs=jobs, synthesis=SynthesisSettings(max_envs=1),
+                     calibration=CalibrationSettings(calib_seeds=1, calib_samples=2, cap_env_kwargs={"max_steps": 2},
+                                                     mastered=0.0, band=(0.9, 1.0), tune_rounds=3, tune_episodes=5))
     run = run_trace(plan, StageStore(tmp_path))
     [cal] = run.calibration.envs
     doc = json.loads(open(cal["calibration"], encoding="utf-8").read())

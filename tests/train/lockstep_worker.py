@@ -25,6 +25,7 @@ def main(folder: str, lockstep: bool) -> None:
 
     import tests.train.envs  # noqa: F401  (trace-test/train-turns-v0)
     from tests.helpers_vllm import FakeVLLMClient, install
+    from trace_gym.train.config import TrainConfig
     from trace_gym.train.models import load_model_and_tokenizer
     from trace_gym.train.rollout_func import EnvRolloutFunc, seed_prompt
     from trace_gym.train.trainer import make_env_factory
@@ -43,9 +44,9 @@ def main(folder: str, lockstep: bool) -> None:
         import trace_gym.train.vllm as vllm
 
         vllm.needs_lockstep = lambda trainer: False
-    rollout = EnvRolloutFunc(make_env_factory("trace-test/train-turns-v0"), num_generations=2, max_new_tokens_per_turn=8,
-                             max_completion_length=200, max_resamples=1, drop_constant_groups=False,
-                             base_seed=0)
+    rollout = EnvRolloutFunc(make_env_factory("trace-test/train-turns-v0"), TrainConfig(
+        num_generations=2, max_new_tokens_per_turn=8, max_completion_length=200, max_resamples=1,
+        drop_constant_groups=False, seed=0))
     seed = 11 if accelerator.process_index == 0 else 0
     out = rollout([seed_prompt(seed)] * 2, trainer)
     accelerator.wait_for_everyone()

@@ -9,6 +9,7 @@ import gymnasium as gym
 import pytest
 
 from tests.train.conftest import scripted_generate
+from trace_gym.train.config import TrainConfig
 from trace_gym.train.rollout_func import (
     EnvRolloutFunc,
     derived_seed,
@@ -46,7 +47,7 @@ def test_derived_seeds_are_stable_and_distinct():
 
 
 def test_constant_groups_are_resampled_a_bounded_number_of_times_then_masked(tokenizer):
-    fn = EnvRolloutFunc(_factory("trace-test/train-constant-v0"), num_generations=3, max_resamples=2,
+    fn = EnvRolloutFunc(_factory("trace-test/train-constant-v0"), TrainConfig(num_generations=3, max_resamples=2),
                         generate=scripted_generate(tokenizer, ["hello"]))
     out = fn([seed_prompt(7)] * 3 + [seed_prompt(8)] * 3, _host(tokenizer))
     assert fn.stats.rollouts == 2 * 3 * (1 + 2)  # two groups, each drawn three times
@@ -58,7 +59,8 @@ def test_constant_groups_are_resampled_a_bounded_number_of_times_then_masked(tok
 
 
 def test_constant_groups_kept_when_dropping_is_off(tokenizer):
-    fn = EnvRolloutFunc(_factory("trace-test/train-constant-v0"), num_generations=2, max_resamples=0, drop_constant_groups=False,
+    fn = EnvRolloutFunc(_factory("trace-test/train-constant-v0"),
+                        TrainConfig(num_generations=2, max_resamples=0, drop_constant_groups=False),
                         generate=scripted_generate(tokenizer, ["hello"]))
     out = fn([seed_prompt(1)] * 2, _host(tokenizer))
     assert fn.stats.rollouts == 2 and fn.stats.resampled_groups == 0 and fn.stats.dropped_groups == 0
@@ -72,7 +74,7 @@ def test_varied_groups_are_not_resampled(tokenizer):
     def gen(prompts, n):
         return [tokenizer(next(answers), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for _ in prompts]
 
-    fn = EnvRolloutFunc(_factory("trace-test/train-single-v0"), num_generations=3, generate=gen)
+    fn = EnvRolloutFunc(_factory("trace-test/train-single-v0"), TrainConfig(num_generations=3), generate=gen)
     out = fn([seed_prompt(2)] * 3, _host(tokenizer))
     assert fn.stats.rollouts == 3 and fn.stats.resampled_groups == 0
     assert len(set(out["env_reward"])) == 3
@@ -80,7 +82,7 @@ def test_varied_groups_are_not_resampled(tokenizer):
 
 
 def test_hint_share_is_exact_per_group_and_reproducible(tokenizer):
-    fn = EnvRolloutFunc(_factory("trace-test/train-multi-v0"), num_generations=4, hint_fraction=0.5, max_resamples=0,
+    fn = EnvRolloutFunc(_factory("trace-test/train-multi-v0"), TrainConfig(num_generations=4, hint_fraction=0.5, max_resamples=0),
                         generate=scripted_generate(tokenizer, ["hi"]))
     prompts = [seed_prompt(s) for s in (1, 2) for _ in range(4)]
     out = fn(prompts, _host(tokenizer))
@@ -89,14 +91,14 @@ def test_hint_share_is_exact_per_group_and_reproducible(tokenizer):
     assert fn.stats.hinted_rollouts == 4
     # Every row's loss prompt is the hint-free one: identical within a group.
     assert all(p == out["prompt_ids"][0] for p in out["prompt_ids"][:4])
-    no_hint = EnvRolloutFunc(_factory("trace-test/train-multi-v0"), num_generations=4, hint_fraction=0.0,
+    no_hint = EnvRolloutFunc(_factory("trace-test/train-multi-v0"), TrainConfig(num_generations=4, hint_fraction=0.0),
                              generate=scripted_generate(tokenizer, ["hi"]))
     out0 = no_hint(prompts[:4], _host(tokenizer))
     assert not any(out0["hint_shown"]) and out0["prompt_ids"][0] == out["prompt_ids"][0]
 
 
 def test_env_without_hints_gets_no_hint_option(tokenizer):
-    fn = EnvRolloutFunc(_factory("trace-test/train-single-v0"), num_generations=2, hint_fraction=1.0,
+    fn = EnvRolloutFunc(_factory("trace-test/train-single-v0"), TrainConfig(num_generations=2, hint_fraction=1.0),
                         generate=scripted_generate(tokenizer, ["x"]))
     assert not fn.supports_hints()
     out = fn([seed_prompt(0)] * 2, _host(tokenizer))
@@ -104,7 +106,18 @@ def test_env_without_hints_gets_no_hint_option(tokenizer):
 
 
 def test_hint_left_to_the_env_by_default(tokenizer):
-    fn = EnvRolloutFunc(_factory("trace-test/train-multi-v0"), num_generations=2, generate=scripted_generate(tokenizer, ["hi"]))
-    assert fn.hint_fraction is None and fn._requests(4, 0, 2)[0].hint is None
+    fn = EnvRolloutFunc(_factory("trace-test/train-multi-v0"), TrainConfig(num_generations=2),
+                        generate=scripted_generate(tokenizer, ["hi"]))
+    assert fn.config.hint_fraction is None and fn._requests(4, 0, 2)[0].hint is None
     out = fn([seed_prompt(4)] * 2, _host(tokenizer))
     assert not any(out["hint_shown"])  # this test env shows the hint only when asked
+
+
+def test_the_rollout_function_reads_the_run_config(tokenizer):
+    """The trainer hands over its TrainConfig whole: the rollout settings are read from it, seed included."""
+    cfg = TrainConfig(num_generations=2, seed=5, max_resamples=0, shared_prefix=False, sampling_lookahead=0)
+    fn = EnvRolloutFunc(_factory("trace-test/train-multi-v0"), cfg, generate=scripted_generate(tokenizer, ["hi"]))
+    assert fn.config is cfg and fn.base_seed == 5 and fn.num_generations == 2
+    assert fn._requests(4, 1, 2)[0].seed == derived_seed(5, 4, 1)
+    with pytest.raises(TypeError, match="TrainConfig"):
+        EnvRolloutFunc(_factory("trace-test/train-multi-v0"), {"num_generations": 2})

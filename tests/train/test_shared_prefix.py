@@ -205,6 +205,7 @@ def test_groups_without_a_common_prefix_take_the_plain_path(tmp_path):
 
 def test_rollout_prefix_cache_leaves_samples_unchanged(tmp_path):
     import tests.train.envs  # noqa: F401
+    from trace_gym.train.config import TrainConfig
     from trace_gym.train.episodes import EpisodeRequest, run_token_episodes
     from trace_gym.train.generation import stop_token_ids, transformers_generate_fn
     from trace_gym.train.rollout_func import EnvRolloutFunc
@@ -212,7 +213,7 @@ def test_rollout_prefix_cache_leaves_samples_unchanged(tmp_path):
 
     trainer, peft, tok = _trainer(tmp_path, batch=4, generations=4)
     peft.eval()
-    rollout = EnvRolloutFunc(make_env_factory("trace-test/train-multi-v0"), num_generations=4)
+    rollout = EnvRolloutFunc(make_env_factory("trace-test/train-multi-v0"), TrainConfig(num_generations=4))
     stops = [tok.decode([i]) for i in stop_token_ids(trainer)]
 
     def play(cache):

@@ -111,9 +111,9 @@ def _trainer(tmp_path, folder, cfg, dtype=None):
 
     model, tok = load_model_and_tokenizer(folder, dtype=dtype)
     tok.padding_side = "left"
-    rollout = EnvRolloutFunc(make_env_factory(cfg.env_id), num_generations=cfg.num_generations,
-                             max_new_tokens_per_turn=cfg.max_new_tokens_per_turn,
-                             max_completion_length=cfg.max_completion_length, base_seed=3)
+    rollout = EnvRolloutFunc(make_env_factory(cfg.env_id), TrainConfig(
+        num_generations=cfg.num_generations, max_new_tokens_per_turn=cfg.max_new_tokens_per_turn,
+        max_completion_length=cfg.max_completion_length, seed=3))
     args = _grpo_args(cfg, tmp_path, "cpu", dtype or torch.float32)
     trainer = GRPOTrainer(model=wrap_lora(model, cfg), reward_funcs=[env_reward], args=args,
                           train_dataset=seed_dataset(range(4)), processing_class=tok, rollout_func=rollout)

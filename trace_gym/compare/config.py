@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -135,8 +134,7 @@ class CompareConfig:
             raise ValueError(f"budget must be >= 0, got {self.budget}")
         if self.trials < 1:
             raise ValueError(f"trials must be >= 1, got {self.trials}")
-        if self.cap_warm_demos < 0:
-            raise ValueError(f"cap_warm_demos must be >= 0, got {self.cap_warm_demos}")
+        self.stage_settings()  # each stage's settings checked where they are defined (pipeline.settings)
         for m in ("single", "joint", "oracle", "ideal", "classifier"):
             if m in self.methods and "trace" not in self.methods:
                 raise ValueError(f"method {m!r} reuses the adapters (or capabilities) trained by 'trace'; add 'trace'")
@@ -147,13 +145,9 @@ class CompareConfig:
             raise ValueError(f"eval_seed must be an integer or null (seed + {EVAL_SEED_OFFSET}), got {self.eval_seed!r}")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
-        if not isinstance(self.cap_rehearse_base, bool):
-            raise ValueError(f"cap_rehearse_base must be true or false, got {self.cap_rehearse_base!r}")
         if self.cap_rehearse_base and not self.cap_warm_demos:
             raise ValueError("cap_rehearse_base adds the base model's successful episodes to each adapter's SFT: set "
                              "cap_warm_demos too (the adapters have no SFT without it)")
-        if not isinstance(self.cap_rehearse_peers, bool):
-            raise ValueError(f"cap_rehearse_peers must be true or false, got {self.cap_rehearse_peers!r}")
         if self.cap_rehearse_peers and not self.cap_warm_demos:
             raise ValueError("cap_rehearse_peers adds the other adapters' demonstrations to each adapter's SFT: set "
                              "cap_warm_demos too (the adapters have no SFT without it)")
@@ -162,8 +156,6 @@ class CompareConfig:
         if self.trace_grpo_steps == 0 and not self.cap_warm_demos and "trace" in self.methods:
             raise ValueError("trace_grpo_steps = 0 trains SFT-only adapters: set cap_warm_demos to how many reference "
                              "episodes each adapter learns from")
-        if not isinstance(self.router_outcomes, int) or isinstance(self.router_outcomes, bool) or self.router_outcomes < 0:
-            raise ValueError(f"router_outcomes must be an integer >= 0, got {self.router_outcomes!r}")
         if "trace" in self.methods and self.router_outcomes > self._n_base_tasks():
             raise ValueError(f"router_outcomes = {self.router_outcomes} plays the adapters on that many of TRACE's "
                              f"{self._n_base_tasks()} base tasks; pass router_outcomes <= {self._n_base_tasks()} or "
@@ -175,24 +167,6 @@ class CompareConfig:
         if self.cap_rehearsal and "trace" in self.methods and not self.warm_start_on():
             raise ValueError("cap_rehearsal rehearses the shared warm start's episodes: it needs the warm start "
                              "(warm_start true, and a model that can be trained)")
-        from ..route.retrieval import RULES
-
-        bad_knobs = {k: v for k, v in self.cap_knobs.items()
-                     if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)}
-        if bad_knobs:
-            raise ValueError(f"cap_knobs maps knob names to numbers, got {bad_knobs}")
-        if self.router_rule not in RULES:
-            raise ValueError(f"router_rule must be one of {list(RULES)}, got {self.router_rule!r}")
-        from ..pipeline.selection import ADAPTER_CHOICES
-
-        if self.adapter_choice not in ADAPTER_CHOICES:
-            raise ValueError(f"adapter_choice must be one of {list(ADAPTER_CHOICES)}, got {self.adapter_choice!r}")
-        if self.adapter_choice == "select" and self.router_rule != "needs":
-            raise ValueError("adapter_choice 'select' needs router_rule 'needs' (it plays both candidates where the gate passes)")
-        for name in ("select_tasks", "need_examples"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if "ideal" in self.methods and "joint" not in self.methods:
             raise ValueError("method 'ideal' takes the joint adapter's evaluation where no needed tool is missing: add 'joint'")
         from ..policies.engine import ENGINES
@@ -203,6 +177,36 @@ class CompareConfig:
 
         check_warm_fields(self)
         return self
+
+    def stage_settings(self, rehearsal: Any = None) -> dict[str, Any]:
+        """TRACE's stage settings (:mod:`trace_gym.pipeline.settings`, each validated when made) as this
+        comparison sets them, keyed as :class:`~trace_gym.pipeline.TracePlan` embeds them; ``rehearsal``: the
+        shared warm start's episodes each adapter's SFT keeps (``cap_rehearsal``)."""
+        from ..pipeline.settings import (
+            AnalysisSettings,
+            CalibrationSettings,
+            RoutingSettings,
+            SynthesisSettings,
+            TrainingSettings,
+        )
+
+        return {
+            "analysis": AnalysisSettings(min_capabilities=self.min_capabilities, max_capabilities=self.max_capabilities),
+            "synthesis": SynthesisSettings(),
+            "calibration": CalibrationSettings(
+                cap_env_kwargs=self.cap_env_kwargs, cap_knobs=dict(self.cap_knobs), calib_seeds=self.calib_seeds,
+                calib_samples=self.calib_samples, mastered=self.mastered, band=self.band or None,
+                tune_rounds=self.tune_rounds),
+            # trace_grpo_steps is TRACE's own cap on GRPO steps; max_train_steps also caps the grpo method
+            "training": TrainingSettings(
+                train=self.train_settings, cap_warm_demos=self.cap_warm_demos, rehearsal=rehearsal,
+                max_train_steps=self.max_train_steps if self.trace_grpo_steps is None else self.trace_grpo_steps,
+                cap_rehearse_base=self.cap_rehearse_base, cap_rehearse_peers=self.cap_rehearse_peers),
+            "routing": RoutingSettings(
+                routing_seeds=self.routing_seeds, router_rule=self.router_rule, need_examples=self.need_examples,
+                router_outcomes=self.router_outcomes, embedder=self.embedder, adapter_choice=self.adapter_choice,
+                select_tasks=self.select_tasks),
+        }
 
     def _n_base_tasks(self) -> int:
         """The train tasks TRACE plays the base model on (``base_tasks``, else enough for ``base_fraction`` of B)."""
@@ -280,6 +284,11 @@ class CompareConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CompareConfig:
+        """A comparison's settings from a stored ``config`` or a ``--config``/``--set`` mapping (older spellings of
+        a setting read as today's, :data:`~trace_gym.pipeline.settings.RENAMED`)."""
+        from ..pipeline.settings import current_names
+
+        data = current_names(data)
         names = {f.name for f in dataclasses.fields(cls)} - _RUNTIME
         unknown = sorted(set(data) - names)
         if unknown:

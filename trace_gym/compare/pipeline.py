@@ -186,16 +186,9 @@ def trace_plan(cfg: CompareConfig, budget: RolloutBudget, root: Path, tasks: lis
 
     return TracePlan(
         target=_target(cfg), root=root / "trace", model=cfg.weights_spec, base_policy=base_policy, jobs=base_jobs(cfg, tasks),
-        seed=cfg.seed, min_capabilities=cfg.min_capabilities, max_capabilities=cfg.max_capabilities,
-        cap_env_kwargs=cfg.cap_env_kwargs, cap_knobs=dict(cfg.cap_knobs), calib_seeds=cfg.calib_seeds, calib_samples=cfg.calib_samples, mastered=cfg.mastered,
-        band=tuple(cfg.band) if cfg.band else None, tune_rounds=cfg.tune_rounds,
-        train=cfg.train_settings, max_train_steps=cfg.max_train_steps if cfg.trace_grpo_steps is None else cfg.trace_grpo_steps,
-        warm_demos=cfg.cap_warm_demos, rehearsal=_rehearsal(cfg), rehearse_base=cfg.cap_rehearse_base,
-        rehearse_peers=cfg.cap_rehearse_peers, name_adapter=lambda i, cap: f"cap-{i}-{cap}",
-        routing_seeds=cfg.routing_seeds, router_rule=cfg.router_rule, embedder=cfg.embedder, budget=budget,
-        router_outcomes=cfg.router_outcomes, adapter_choice=cfg.adapter_choice, select_tasks=cfg.select_tasks,
-        need_examples=cfg.need_examples, learning_tasks=[str(t) for t in (learning if learning is not None else tasks)],
-        batch_size=cfg.batch_size,
+        seed=cfg.seed, batch_size=cfg.batch_size, **cfg.stage_settings(rehearsal=_rehearsal(cfg)),
+        name_adapter=lambda i, cap: f"cap-{i}-{cap}", budget=budget,
+        learning_tasks=[str(t) for t in (learning if learning is not None else tasks)],
         adapter_policy=lambda name: M.adapter_policy(cfg.acting_spec, root / "trace" / "adapters" / "manifest.json", name,
                                                      seed=cfg.seed, gen=cfg.gen, policy_id=f"adapter:{name}"),
         rollouts_path=root / "trace" / "base_rollouts.jsonl", index_path=root / "trace" / "router_index")

@@ -119,7 +119,7 @@ def train_joint(cfg: Any, trace: dict[str, Any], root: Path, plan: Any) -> dict[
             return {"skipped": "TRACE trained no adapter with demonstrations: nothing to train a joint adapter on",
                     "rollouts": 0}
         envs = {e["capability"]: e for e in (trace.get("calibration") or {}).get("envs") or []}
-        rehearsal = rehearsal_of(plan, Rollouts.from_dict(trace["base_rollouts"])) if trace.get("base_rollouts") else plan.rehearsal
+        rehearsal = rehearsal_of(plan, Rollouts.from_dict(trace["base_rollouts"])) if trace.get("base_rollouts") else plan.training.rehearsal
         made = train_one(adapters, envs, Path(root) / JOINT / "adapters", model=cfg.weights_spec, seed=cfg.seed,
                          train=cfg.train_settings, cap_env_kwargs=cfg.cap_env_kwargs, rehearsal=rehearsal, name=JOINT)
         manifest = Path(root) / JOINT / "adapters" / "manifest.json"

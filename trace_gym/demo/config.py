@@ -18,7 +18,7 @@ the same footing, and it costs more than half of the demo's time budget.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +94,7 @@ class DemoConfig:
     cap_warm_steps: int = 16
     cap_rehearse_base: bool = False  # each adapter's SFT also rehearses the model's own successful episodes of 1.
     # 5. routing
-    router_seeds: int = 6
+    routing_seeds: int = 6       # reference episodes of each adapter's env in the router index
     router_rule: str = "vote"     # RetrievalRouter's rule ("vote", "gate", "cover", "needs"); the ToolSandbox demo: needs
     # per-capability adapters, a joint one, or whichever the learning tasks prefer ("select", with the needs rule)
     adapter_choice: str = "per-capability"
@@ -130,14 +130,7 @@ class DemoConfig:
             self.band = (float(self.band[0]), float(self.band[1]))
         if self.model not in model_names():
             raise ValueError(f"model must be one of {tuple(model_names())}, got {self.model!r}")
-        from ..route.retrieval import RULES
-
-        if self.router_rule not in RULES:
-            raise ValueError(f"router_rule must be one of {list(RULES)}, got {self.router_rule!r}")
-        from ..pipeline.selection import ADAPTER_CHOICES
-
-        if self.adapter_choice not in ADAPTER_CHOICES:
-            raise ValueError(f"adapter_choice must be one of {list(ADAPTER_CHOICES)}, got {self.adapter_choice!r}")
+        self.stage_settings()  # each stage's settings checked where they are defined (pipeline.settings)
         from ..policies.engine import ENGINES
 
         if self.engine not in ENGINES:
@@ -163,15 +156,15 @@ class DemoConfig:
             cfg.scripted_tasks, cfg.base_tasks, cfg.env_max_steps = 6, 1, 2
             cfg.calib_samples, cfg.cap_max_steps = 1, 1
             cfg.train_steps = 1
-            cfg.router_seeds = 4
+            cfg.routing_seeds = 4
         if is_plumbing(model):  # plumbing only: minimal sizes so a test runs the whole loop in about a minute
             cfg.scripted_tasks, cfg.base_tasks, cfg.env_max_steps = 4, 2, 4
             cfg.max_new_tokens, cfg.batch_size = 8, 2
             cfg.calib_seeds, cfg.calib_samples, cfg.cap_max_steps = 1, 2, 4
             cfg.max_adapters, cfg.train_steps, cfg.group_size, cfg.train_max_turns = 1, 1, 2, 2
             cfg.train_tokens_per_turn, cfg.train_completion_tokens = 6, 48
-            cfg.router_seeds, cfg.eval_tasks, cfg.eval_trials = 3, 1, 2
-        return cfg
+            cfg.routing_seeds, cfg.eval_tasks, cfg.eval_trials = 3, 1, 2
+        return replace(cfg)  # the sizes above validated as a whole
 
     @classmethod
     def _toolsandbox(cls, *, out: Path, model: str, fast: bool, seed: int, warm_start: bool | None = None,
@@ -197,7 +190,7 @@ class DemoConfig:
         cfg.cap_warm_demos, cfg.cap_warm_steps, cfg.warm_start_lr, cfg.cap_warm_recover_every = 32, 24, 4e-4, 4
         # the held-out evaluation plays every scenario of the other fold (fold_b: 64, 14 of them insufficient-
         # information ones), so its paired interval can exclude 0 for a gain a few scenarios would hide
-        cfg.router_seeds, cfg.eval_tasks, cfg.eval_trials, cfg.cap_eval_seeds = 4, 0, 1, 8
+        cfg.routing_seeds, cfg.eval_tasks, cfg.eval_trials, cfg.cap_eval_seeds = 4, 0, 1, 8
         # the comparison's method at the demo's size: the base model keeps every request whose needed tool is not
         # offered (a gate learned from the whole train split and the adapter's env), the adapters take the rest
         cfg.router_rule, cfg.adapter_choice = "needs", "select"
@@ -210,9 +203,47 @@ class DemoConfig:
             cfg.calib_seeds, cfg.calib_samples, cfg.cap_max_steps, cfg.tune_rounds = 1, 2, 4, 1
             cfg.max_adapters, cfg.train_steps, cfg.group_size, cfg.train_max_turns = 1, 1, 2, 2
             cfg.train_tokens_per_turn, cfg.train_completion_tokens = 6, 48
-            cfg.router_seeds, cfg.eval_tasks, cfg.eval_trials, cfg.cap_eval_seeds = 2, 4, 1, 2
+            cfg.routing_seeds, cfg.eval_tasks, cfg.eval_trials, cfg.cap_eval_seeds = 2, 4, 1, 2
             cfg.cap_warm_demos, cfg.cap_warm_steps, cfg.train_steps = 2, 1, 1
-        return cfg
+        return replace(cfg)  # the sizes above validated as a whole
+
+    @property
+    def train_settings(self) -> dict[str, Any]:
+        """The :class:`~trace_gym.train.config.TrainConfig` fields every adapter of the demo trains with."""
+        return {"num_train_seeds": max(8, self.train_steps), "num_generations": self.group_size, "seeds_per_step": 1,
+                "max_new_tokens_per_turn": self.train_tokens_per_turn, "max_completion_length": self.train_completion_tokens,
+                "learning_rate": self.learning_rate, "lora_r": self.lora_r, "lora_alpha": 2 * self.lora_r,
+                "max_resamples": 0, "max_turns": self.train_max_turns, "progress": True,
+                "sft_max_steps": self.cap_warm_steps, "sft_learning_rate": self.warm_start_lr,
+                "sft_prefix_grad": "detached", "sft_recover_every": self.cap_warm_recover_every,
+                # ~5k-token τ² prompts: without checkpointing a real model's backward pass needs >24 GB
+                "gradient_checkpointing": not is_plumbing(self.model) if self.gradient_checkpointing is None
+                else self.gradient_checkpointing}
+
+    def stage_settings(self) -> dict[str, Any]:
+        """TRACE's stage settings (:mod:`trace_gym.pipeline.settings`, each validated when made) at the demo's
+        sizes, keyed as :class:`~trace_gym.pipeline.TracePlan` embeds them."""
+        from ..pipeline.settings import (
+            AnalysisSettings,
+            CalibrationSettings,
+            RoutingSettings,
+            SynthesisSettings,
+            TrainingSettings,
+        )
+
+        return {
+            "analysis": AnalysisSettings(min_capabilities=self.min_capabilities,
+                                         max_capabilities=self.max_adapters if self.min_capabilities else None),
+            "synthesis": SynthesisSettings(max_envs=self.max_adapters),
+            "calibration": CalibrationSettings(
+                cap_env_kwargs={"max_steps": self.cap_max_steps}, calib_seeds=self.calib_seeds,
+                calib_samples=self.calib_samples, reference_seeds=max(4, self.calib_seeds), band=self.band,
+                tune_rounds=self.tune_rounds, tune_episodes=self.tune_episodes),
+            "training": TrainingSettings(train=self.train_settings, train_steps=self.train_steps,
+                                         cap_warm_demos=self.cap_warm_demos, cap_rehearse_base=self.cap_rehearse_base),
+            "routing": RoutingSettings(routing_seeds=self.routing_seeds, router_rule=self.router_rule,
+                                       adapter_choice=self.adapter_choice),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

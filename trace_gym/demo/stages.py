@@ -27,7 +27,6 @@ from rich.text import Text
 
 from ..io import atomic_write_json
 from ..pipeline import RolloutJob, Target, TracePlan
-from ..policies.model_registry import is_plumbing
 from ..render import fit_table
 from .config import DemoConfig
 from .flawed import demo_tasks
@@ -197,24 +196,9 @@ def demo_plan(ctx: Context) -> tuple[TracePlan, dict[str, Any]]:
     """The demo's :class:`~trace_gym.pipeline.TracePlan` and what the rollouts row reports about its tasks."""
     cfg = ctx.cfg
     jobs, tasks, base_ids = _jobs(ctx)
-    train = {"num_train_seeds": max(8, cfg.train_steps), "num_generations": cfg.group_size, "seeds_per_step": 1,
-             "max_new_tokens_per_turn": cfg.train_tokens_per_turn, "max_completion_length": cfg.train_completion_tokens,
-             "learning_rate": cfg.learning_rate, "lora_r": cfg.lora_r, "lora_alpha": 2 * cfg.lora_r, "max_resamples": 0,
-             "max_turns": cfg.train_max_turns, "progress": True,
-             "sft_max_steps": cfg.cap_warm_steps, "sft_learning_rate": cfg.warm_start_lr, "sft_prefix_grad": "detached",
-             "sft_recover_every": cfg.cap_warm_recover_every,
-             # ~5k-token τ² prompts: without checkpointing a real model's backward pass needs >24 GB
-             "gradient_checkpointing": not is_plumbing(cfg.model) if cfg.gradient_checkpointing is None
-             else cfg.gradient_checkpointing}
     plan = TracePlan(
         target=ctx.target, root=ctx.out, model=ctx.model_spec(), base_policy=ctx.policy, jobs=jobs, seed=cfg.seed,
-        batch_size=cfg.batch_size, min_capabilities=cfg.min_capabilities,
-        max_capabilities=cfg.max_adapters if cfg.min_capabilities else None,
-        max_envs=cfg.max_adapters, cap_env_kwargs={"max_steps": cfg.cap_max_steps}, band=cfg.band, tune_rounds=cfg.tune_rounds,
-        tune_episodes=cfg.tune_episodes,
-        calib_seeds=cfg.calib_seeds, calib_samples=cfg.calib_samples, reference_seeds=max(4, cfg.calib_seeds),
-        train=train, train_steps=cfg.train_steps, warm_demos=cfg.cap_warm_demos, rehearse_base=cfg.cap_rehearse_base,
-        routing_seeds=cfg.router_seeds, router_rule=cfg.router_rule, adapter_choice=cfg.adapter_choice,
+        batch_size=cfg.batch_size, **cfg.stage_settings(),
         learning_tasks=ctx.target.task_ids("train") if cfg.router_rule == "needs" else None,
         adapter_policy=ctx.adapter_policy if cfg.adapter_choice == "select" else None,
         rollouts_path=ctx.out / "rollouts" / "trajectories.jsonl", specs_dir=ctx.out / "envs")

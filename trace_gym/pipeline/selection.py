@@ -19,14 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from .outcomes import play_outcomes
+from .settings import ADAPTER_CHOICES, JOINT_CHOICE, PER_CAPABILITY
 from .stages import RolloutJob
 from .target import Target
 
 __all__ = ["AdapterSelection", "Selection", "select_adapters", "PER_CAPABILITY", "JOINT_CHOICE", "ADAPTER_CHOICES"]
-
-PER_CAPABILITY = "per-capability"
-JOINT_CHOICE = "joint"
-ADAPTER_CHOICES = (PER_CAPABILITY, JOINT_CHOICE, "select")
 
 
 @dataclass

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..io import atomic_write_json
+from .settings import recorded_names
 
 __all__ = ["StageOutput", "StageRecord", "StageStore", "FORMAT"]
 
@@ -99,8 +100,8 @@ class StageStore:
             return None, f"unreadable record {path} ({exc})"
         if not isinstance(rec, dict) or rec.get("format") != FORMAT or "result" not in rec:
             return None, f"{path} is not a stage record"
-        if self.fingerprint is not None and rec.get("fingerprint") != self.fingerprint:
-            before = rec.get("fingerprint") or {}
+        if self.fingerprint is not None and recorded_names(rec.get("fingerprint")) != self.fingerprint:
+            before = recorded_names(rec.get("fingerprint")) or {}
             changed = sorted(k for k in set(before) | set(self.fingerprint) if before.get(k) != self.fingerprint.get(k))
             return None, f"settings changed since the last run: {', '.join(changed)}"
         missing = [a for a in rec.get("artifacts", []) if not self._exists(a)]

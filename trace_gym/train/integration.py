@@ -134,21 +134,27 @@ def grpo_trainer_kwargs(
     seeds: Iterable[int],
     num_generations: int,
     env_kwargs: dict[str, Any] | None = None,
+    generate: Any = None,
+    sampler: Any = None,
     **rollout_options: Any,
 ) -> dict[str, Any]:
     """``train_dataset``, ``rollout_func`` and ``reward_funcs`` for ``trl.GRPOTrainer`` on a trace-gym env.
 
     ``env`` is a registered env id or a factory returning a fresh env.
-    ``rollout_options`` go to :class:`~trace_gym.train.rollout_func.EnvRolloutFunc`
-    (``hint_fraction``, ``max_resamples``, ``max_new_tokens_per_turn``,
-    ``max_completion_length`` (keep it equal to ``GRPOConfig``'s), ``max_turns``, ...).
+    ``rollout_options`` are :class:`~trace_gym.train.config.TrainConfig` fields the
+    :class:`~trace_gym.train.rollout_func.EnvRolloutFunc` reads (``hint_fraction``, ``max_resamples``,
+    ``max_new_tokens_per_turn``, ``max_completion_length`` (keep it equal to ``GRPOConfig``'s), ``max_turns``,
+    ``shared_prefix``, ...; an unknown or invalid one is a :class:`~trace_gym.train.config.ConfigError`);
+    ``generate`` or ``sampler`` replace its sampler (see that class).
     """
+    from .config import TrainConfig
     from .rollout_func import EnvRolloutFunc, env_reward, seed_dataset
     from .trainer import make_env_factory
 
+    config = TrainConfig().with_overrides(num_generations=num_generations, **rollout_options).validate()
     factory = make_env_factory(env, env_kwargs) if isinstance(env, str) else env
     return {
         "train_dataset": seed_dataset(list(seeds)),
-        "rollout_func": EnvRolloutFunc(factory, num_generations=num_generations, **rollout_options),
+        "rollout_func": EnvRolloutFunc(factory, config, generate=generate, sampler=sampler),
         "reward_funcs": [env_reward],
     }

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from .chat import ChatRenderer
+from .config import TrainConfig
 from .episodes import EpisodeRequest, GenerateFn, Lockstep, TokenEpisode, run_token_episodes
 
 __all__ = ["EnvRolloutFunc", "RolloutStats", "env_reward", "seed_dataset", "seed_prompt", "parse_seed_prompt", "derived_seed"]
@@ -109,57 +110,29 @@ class RolloutStats:
 class EnvRolloutFunc:
     """Callable ``rollout_func(prompts, trainer)`` for TRL's ``GRPOTrainer`` that plays episodes of one env.
 
-    ``env_factory`` makes a fresh env instance (e.g. ``lambda: gym.make(ENV_ID).unwrapped``).
-    ``generate`` overrides the sampling back end (by default: vLLM when the trainer
-    uses it, else transformers ``generate`` on the trainer's model, reusing the
-    keys and values of the prefix the episodes share unless ``prefix_cache`` is off);
-    ``sampler(trainer, stop_strings)`` makes the back end afresh at every call instead
-    (e.g. :class:`~trace_gym.train.generation.LlamaCppSampler`).
+    ``env_factory`` makes a fresh env instance (e.g. ``lambda: gym.make(ENV_ID).unwrapped``); ``config`` is the
+    run's :class:`~trace_gym.train.config.TrainConfig`, of which the rollout settings are read: ``num_generations``,
+    ``seed`` (the base of derived seeds and hint draws), the hint, constant-group and token-budget settings, the
+    prompt rendering, ``shared_prefix`` and ``sampling_lookahead`` (validated by the caller, as the trainer does).
+
+    The sampler of each call: ``generate`` when given; else ``sampler(trainer, stop_strings)``, made afresh at
+    every call (e.g. :class:`~trace_gym.train.generation.LlamaCppSampler`, ``backend=llamacpp``); else vLLM when
+    the trainer uses it; else :func:`~trace_gym.train.generation.transformers_generate_fn` on the trainer's model
+    (the one decoding loop over merged weights, with ``sampling_lookahead`` prompt-lookup drafts, reusing the keys
+    and values of the prefix the episodes share unless ``shared_prefix`` is off).
     """
 
-    def __init__(
-        self,
-        env_factory: Callable[[], Any],
-        *,
-        num_generations: int,
-        base_seed: int = 0,
-        hint_fraction: float | None = None,
-        hint_option: str = "hint",
-        resample_constant_groups: bool = True,
-        max_resamples: int = 2,
-        drop_constant_groups: bool = True,
-        max_new_tokens_per_turn: int = 256,
-        max_completion_length: int = 1024,
-        max_turns: int | None = None,
-        truncated_reward: float | None = None,
-        tools_in_prompt: str = "auto",
-        tool_listing: str = "compact",
-        tool_format: str = "auto",
-        generate: GenerateFn | None = None,
-        prefix_cache: bool = True,
-        lookahead: int = 8,
-        sampler: Callable[[Any, tuple[str, ...]], GenerateFn] | None = None,
-    ):
-        if num_generations < 1:
-            raise ValueError("num_generations must be >= 1")
+    def __init__(self, env_factory: Callable[[], Any], config: TrainConfig, *, generate: GenerateFn | None = None,
+                 sampler: Callable[[Any, tuple[str, ...]], GenerateFn] | None = None):
+        if not isinstance(config, TrainConfig):
+            raise TypeError(f"EnvRolloutFunc takes the run's TrainConfig, got {type(config).__name__}")
+        if config.num_generations < 1:
+            raise ValueError(f"num_generations must be >= 1, got {config.num_generations}")
         self.env_factory = env_factory
-        self.num_generations = int(num_generations)
-        self.base_seed = int(base_seed)
-        self.hint_fraction = None if hint_fraction is None else float(hint_fraction)
-        self.hint_option = hint_option
-        self.resample_constant_groups = resample_constant_groups
-        self.max_resamples = int(max_resamples)
-        self.drop_constant_groups = drop_constant_groups
-        self.max_new_tokens_per_turn = int(max_new_tokens_per_turn)
-        self.max_completion_length = int(max_completion_length)
-        self.max_turns = max_turns
-        self.truncated_reward = None if truncated_reward is None else float(truncated_reward)
-        self.tools_in_prompt = tools_in_prompt
-        self.tool_listing = tool_listing
-        self.tool_format = tool_format
+        self.config = config
+        self.num_generations = int(config.num_generations)
+        self.base_seed = int(config.seed)
         self.generate = generate
-        self.prefix_cache = bool(prefix_cache)
-        self.lookahead = int(lookahead)
         self.sampler = sampler  # (trainer, stop strings) -> the GenerateFn of one call, in place of the built-in ones
         self.stats = RolloutStats()
         self.last_episodes: list[TokenEpisode] = []  # the episodes of the latest call (for inspection)
@@ -192,20 +165,21 @@ class EnvRolloutFunc:
 
     def hint_mask(self, seed: int, attempt: int, size: int) -> list[bool]:
         """Which members of a group see the hint: exactly ``round(hint_fraction * size)``, at seeded positions."""
-        k = int(round((self.hint_fraction or 0.0) * size))
+        k = int(round((self.config.hint_fraction or 0.0) * size))
         rng = np.random.default_rng([self.base_seed & 0xFFFFFFFF, int(seed) & 0xFFFFFFFF, attempt, 0x4817])
         chosen = set(rng.permutation(size)[:k].tolist())
         return [i in chosen for i in range(size)]
 
     def _requests(self, seed: int, attempt: int, size: int) -> list[EpisodeRequest]:
         env_seed = derived_seed(self.base_seed, seed, attempt)
-        if self.hint_fraction is None or not self.supports_hints():
+        if self.config.hint_fraction is None or not self.supports_hints():
             return [EpisodeRequest(env_seed, None) for _ in range(size)]
         return [EpisodeRequest(env_seed, h) for h in self.hint_mask(seed, attempt, size)]
 
     def renderer(self, tokenizer: Any) -> ChatRenderer:
         if self._renderer is None or self._renderer.tokenizer is not tokenizer:
-            self._renderer = ChatRenderer(tokenizer, self.tools_in_prompt, self.tool_listing, self.tool_format)
+            cfg = self.config
+            self._renderer = ChatRenderer(tokenizer, cfg.tools_in_prompt, cfg.tool_listing, cfg.tool_format)
         return self._renderer
 
     def play(self, groups: list[tuple[int, int]], tokenizer: Any, generate: GenerateFn, stop_texts: Sequence[str],
@@ -226,11 +200,11 @@ class EnvRolloutFunc:
             episodes = run_token_episodes(
                 self.env_factory, requests, renderer, generate,
                 stop_texts=stop_texts,
-                max_new_tokens_per_turn=self.max_new_tokens_per_turn,
-                max_completion_length=self.max_completion_length,
-                max_turns=self.max_turns,
-                truncated_reward=self.truncated_reward,
-                hint_option=self.hint_option,
+                max_new_tokens_per_turn=self.config.max_new_tokens_per_turn,
+                max_completion_length=self.config.max_completion_length,
+                max_turns=self.config.max_turns,
+                truncated_reward=None if self.config.truncated_reward is None else float(self.config.truncated_reward),
+                hint_option=self.config.hint_option,
                 envs=self._env_pool(len(requests)),
                 context=context,
                 lockstep=lockstep,
@@ -244,7 +218,7 @@ class EnvRolloutFunc:
                 pos += size
                 results[g] = eps
                 constant = size > 1 and len({e.reward for e in eps}) == 1
-                if constant and self.resample_constant_groups and attempts[g] < self.max_resamples:
+                if constant and self.config.resample_constant_groups and attempts[g] < self.config.max_resamples:
                     attempts[g] += 1
                     self.stats.resampled_groups += 1
                     still.append(g)
@@ -270,7 +244,8 @@ class EnvRolloutFunc:
 
             known = [c for c in (context, vllm_context(trainer)) if c is not None]  # the engine's may be shorter
             return vllm_generate_fn(trainer, stops), (min(known) if known else None)
-        return transformers_generate_fn(trainer, prefix_cache=self.prefix_cache, lookahead=self.lookahead,
+        return transformers_generate_fn(trainer, prefix_cache=self.config.shared_prefix,
+                                        lookahead=self.config.sampling_lookahead,
                                         stop_strings=stops), context
 
     # ------------------------------------------------------------------ the TRL entry point
@@ -298,7 +273,7 @@ class EnvRolloutFunc:
         hinted = 0
         for eps in per_group:
             constant = len(eps) > 1 and len({e.reward for e in eps}) == 1
-            drop = constant and self.drop_constant_groups
+            drop = constant and self.config.drop_constant_groups
             self.stats.groups += 1
             self.stats.dropped_groups += int(drop)
             self.stats.constant_groups += int(constant)

@@ -343,26 +343,7 @@ def _is_main_process() -> bool:
 def _rollout_function(cfg: TrainConfig, env_factory: Callable[[], Any], sampler: Any) -> Any:
     from .rollout_func import EnvRolloutFunc
 
-    return EnvRolloutFunc(
-        env_factory,
-        num_generations=cfg.num_generations,
-        base_seed=cfg.seed,
-        hint_fraction=cfg.hint_fraction,
-        hint_option=cfg.hint_option,
-        resample_constant_groups=cfg.resample_constant_groups,
-        max_resamples=cfg.max_resamples,
-        drop_constant_groups=cfg.drop_constant_groups,
-        max_new_tokens_per_turn=cfg.max_new_tokens_per_turn,
-        max_completion_length=cfg.max_completion_length,
-        max_turns=cfg.max_turns,
-        truncated_reward=cfg.truncated_reward,
-        tools_in_prompt=cfg.tools_in_prompt,
-        tool_listing=cfg.tool_listing,
-        tool_format=cfg.tool_format,
-        prefix_cache=cfg.shared_prefix,
-        lookahead=cfg.sampling_lookahead,
-        sampler=sampler,
-    )
+    return EnvRolloutFunc(env_factory, cfg, sampler=sampler)
 
 
 def _probe(cfg: TrainConfig, env_factory: Callable[[], Any], rollout: Any, tokenizer: Any) -> tuple[dict[str, Any], int]:
