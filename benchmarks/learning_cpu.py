@@ -215,10 +215,10 @@ def main() -> int:
         torch.set_num_threads(a.threads)
     from peft import PeftModel
 
+    from trace_gym.registration import make_env_factory
     from trace_gym.train import TrainConfig, train
     from trace_gym.train.models import load_model_and_tokenizer
     from trace_gym.train.sft import warm_start
-    from trace_gym.train.trainer import make_env_factory
 
     held_out = list(range(a.eval_seed_start, a.eval_seed_start + a.eval_seeds))
 

@@ -195,7 +195,7 @@ def worker(case: str, side: str, a: argparse.Namespace, out: str) -> dict[str, A
         trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=grpo_args(out, a, side), train_dataset=data,
                               processing_class=tok, callbacks=[timer.callback])
     else:
-        from trace_gym.train import grpo_trainer_kwargs
+        from trace_gym.integrations.trl import grpo_trainer_kwargs
         from trace_gym.train.trainer import grpo_trainer_class
 
         kwargs = grpo_trainer_kwargs(CAP_ENV if case == "cap" else TOY_ENV, seeds=range(NUM_SEEDS), num_generations=a.generations,
