@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from trace_gym.core import Episode, Tool, ToolEnv, ToolSet, parse_action
+from trace_gym.core import EpisodeOpening, Tool, ToolEnv, ToolSet, parse_action
 
 try:
     from speed_targets import STEPS_PER_S, Target, median, report_targets
@@ -53,7 +53,7 @@ class CounterEnv(ToolEnv):
         self.count += amount
         return {"count": self.count}
 
-    def _start(self, options: dict[str, Any]) -> Episode:
+    def _start(self, options: dict[str, Any]) -> EpisodeOpening:
         self.count = 0
         tools = ToolSet(
             [
@@ -66,7 +66,7 @@ class CounterEnv(ToolEnv):
                 )
             ]
         )
-        return Episode("Count things.", tools, [{"role": "user", "content": "start"}])
+        return EpisodeOpening("Count things.", tools, [{"role": "user", "content": "start"}])
 
     def _respond(self, message: dict[str, Any]) -> list[dict[str, Any]]:
         return [{"role": "user", "content": f"you said {len(message.get('content') or '')} characters"}]

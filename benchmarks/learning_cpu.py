@@ -42,7 +42,7 @@ import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 
 from trace_gym.core import ToolEnv, ToolSet  # noqa: E402
-from trace_gym.core.env import Episode  # noqa: E402
+from trace_gym.core.env import EpisodeOpening  # noqa: E402
 
 WORDS = ["apple", "river", "stone", "cloud", "ember", "maple", "orbit", "tulip", "amber", "cedar", "delta", "frost"]
 
@@ -54,9 +54,9 @@ class SayWordEnv(ToolEnv):
         super().__init__(max_steps=1, **kwargs)
         self.word = ""
 
-    def _start(self, options: dict[str, Any]) -> Episode:
+    def _start(self, options: dict[str, Any]) -> EpisodeOpening:
         self.word = WORDS[int(self.np_random.integers(len(WORDS)))]
-        return Episode("You are a helpful assistant.", ToolSet(), [{"role": "user", "content": f"Reply with just the word {self.word}."}])
+        return EpisodeOpening("You are a helpful assistant.", ToolSet(), [{"role": "user", "content": f"Reply with just the word {self.word}."}])
 
     def _respond(self, message: dict[str, Any]) -> list[dict[str, Any]]:
         self.end("answered")
@@ -215,10 +215,10 @@ def main() -> int:
         torch.set_num_threads(a.threads)
     from peft import PeftModel
 
+    from trace_gym.registration import make_env_factory
     from trace_gym.train import TrainConfig, train
     from trace_gym.train.models import load_model_and_tokenizer
     from trace_gym.train.sft import warm_start
-    from trace_gym.train.trainer import make_env_factory
 
     held_out = list(range(a.eval_seed_start, a.eval_seed_start + a.eval_seeds))
 

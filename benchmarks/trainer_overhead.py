@@ -50,7 +50,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 import gymnasium as gym  # noqa: E402
 
 from trace_gym.core import ToolEnv, ToolSet  # noqa: E402
-from trace_gym.core.env import Episode  # noqa: E402
+from trace_gym.core.env import EpisodeOpening  # noqa: E402
 
 WORDS = ["apple", "river", "stone", "cloud", "ember", "maple", "orbit", "tulip"]
 SYSTEM = "You are a helpful assistant."
@@ -75,10 +75,10 @@ class SayWordEnv(ToolEnv):
         super().__init__(max_steps=1, **kwargs)
         self.word = ""
 
-    def _start(self, options: dict[str, Any]) -> Episode:
+    def _start(self, options: dict[str, Any]) -> EpisodeOpening:
         seed = int(self.np_random.integers(1 << 30)) if options.get("seed") is None else int(options["seed"])
         self.word, prompt = task(seed)
-        return Episode(SYSTEM, ToolSet(), [{"role": "user", "content": prompt}])
+        return EpisodeOpening(SYSTEM, ToolSet(), [{"role": "user", "content": prompt}])
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         return super().reset(seed=seed, options={**(options or {}), "seed": seed})
@@ -195,7 +195,7 @@ def worker(case: str, side: str, a: argparse.Namespace, out: str) -> dict[str, A
         trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=grpo_args(out, a, side), train_dataset=data,
                               processing_class=tok, callbacks=[timer.callback])
     else:
-        from trace_gym.train import grpo_trainer_kwargs
+        from trace_gym.integrations.trl import grpo_trainer_kwargs
         from trace_gym.train.trainer import grpo_trainer_class
 
         kwargs = grpo_trainer_kwargs(CAP_ENV if case == "cap" else TOY_ENV, seeds=range(NUM_SEEDS), num_generations=a.generations,

@@ -16,7 +16,7 @@
    ``OUT/adapter``.
 
 ``--mode rollout_func`` trains through the project's rollout function instead
-(``trace_gym.train.grpo_trainer_kwargs``): it plays whole conversations, user turns included, so
+(``trace_gym.integrations.trl.grpo_trainer_kwargs``): it plays whole conversations, user turns included, so
 use it for envs whose user replies over several turns (confirmations, follow-up questions, e.g.
 ``trace/cap-refund-policy-v0``), which TRL's mode scores as if cut after the agent's first answer.
 It renders in the model's own chat template, so it skips the warm start unless ``--adapter`` is
@@ -31,8 +31,13 @@ from peft import LoraConfig, PeftModel
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from trace_gym.integrations.trl import environment_demonstrations, environment_trainer_kwargs, tool_calling_tokenizer
-from trace_gym.train import TrainConfig, grpo_trainer_kwargs
+from trace_gym.integrations.trl import (
+    environment_demonstrations,
+    environment_trainer_kwargs,
+    grpo_trainer_kwargs,
+    tool_calling_tokenizer,
+)
+from trace_gym.train import TrainConfig
 from trace_gym.train.models import load_model_and_tokenizer
 from trace_gym.train.sft import warm_start
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from trace_gym.core import Episode, Tool, ToolEnv, ToolError, ToolSet
+from trace_gym.core import EpisodeOpening, Tool, ToolEnv, ToolError, ToolSet
 
 ENV_ID = "trace-test/notes-v0"
 
@@ -78,7 +78,7 @@ class NotesEnv(ToolEnv):
         )
 
     # -- hooks ---------------------------------------------------------------
-    def _start(self, options: dict[str, Any]) -> Episode:
+    def _start(self, options: dict[str, Any]) -> EpisodeOpening:
         if "task" in options:
             idx = options["task"]
             if not isinstance(idx, int) or not 0 <= idx < len(TASKS):
@@ -89,7 +89,7 @@ class NotesEnv(ToolEnv):
         self.notes = dict(INITIAL_NOTES)
         self.user_turns = 0
         first = f"Please save a note called {self.task['key']!r} with the text {self.task['text']!r}."
-        return Episode(
+        return EpisodeOpening(
             system_prompt="You are a notes assistant. Use the tools to read and write notes.",
             tools=self._toolset(),
             messages=[{"role": "user", "content": first}],

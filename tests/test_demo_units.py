@@ -79,36 +79,30 @@ def test_verdict_says_what_happened():
     assert "only the base model" in verdict({"base": base})
 
 
-class _Inner:
-    policy_id = "inner"
-    accepts_seeds = True
-
-    def __init__(self, hf):
-        self.base, self.calls = hf, []
-
-    def act_batch(self, requests, seeds=None):
-        self.calls.append(len(requests))
-        return [f"ok {s}" for s in seeds]
-
-
-def test_context_guard_gives_up_only_on_overlong_requests():
+def test_context_guard_counts_the_episodes_a_full_context_ends_and_forwards_the_rest():
     need("torch")
-    from trace_gym.demo.guard import GIVE_UP, ContextGuard
+    from trace_gym.demo.guard import ContextGuard
+    from trace_gym.policies.base import ContextExceeded
     from trace_gym.policies.hf import HFPolicy, tiny_test_model
 
     need_smollm2()
     model, tok = tiny_test_model(0)
     model.config.max_position_embeddings = 64
-    inner = _Inner(HFPolicy(model, tok, max_new_tokens=8, greedy=True))
+    inner = HFPolicy(model, tok, max_new_tokens=8, greedy=True)
     guard = ContextGuard(inner)
     short = ([{"role": "user", "content": "hi"}], [])
     long = ([{"role": "user", "content": "word " * 200}], [])
-    assert guard.act_batch([short, long, short], seeds=[1, 2, 3]) == ["ok 1", GIVE_UP, "ok 3"]
-    assert inner.calls == [2] and guard.fired == 1
-    assert guard.act(*long) == GIVE_UP and guard.fired == 2
-    assert guard.policy_id == "inner"
+    with pytest.raises(ContextExceeded) as exc:  # the model policy decides; the guard only counts
+        guard.act_batch([short, long, short], seeds=[1, 2, 3])
+    assert exc.value.rows == [1] and guard.fired == 1
+    assert len(guard.act_batch([short, short], seeds=[1, 3])) == 2 and guard.fired == 1
+    with pytest.raises(ContextExceeded):
+        guard.act(*long)
+    assert guard.fired == 2
+    assert guard.accepts_seeds is inner.accepts_seeds and guard.batch_size == inner.batch_size
+    assert not hasattr(guard, "serve")  # the transformers policy does not serve, so neither does its guard
     guard.policy_id = "renamed"
-    assert inner.policy_id == "renamed"
+    assert inner.policy_id == "renamed" and guard.policy_id == "renamed"
 
 
 def test_demo_without_toolsandbox_data_says_how_to_get_it_and_leaves_nothing(tmp_path, monkeypatch, capsys):

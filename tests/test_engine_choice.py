@@ -9,7 +9,7 @@ import pytest
 
 from tests.extras import need, need_smollm2
 from trace_gym.demo import DemoConfig
-from trace_gym.demo.guard import GIVE_UP, ContextGuard
+from trace_gym.demo.guard import ContextGuard
 from trace_gym.policies import engine
 from trace_gym.policies.engine import acting_spec
 
@@ -38,16 +38,35 @@ def test_demo_config_checks_the_engine(tmp_path):
         DemoConfig.for_run(out=tmp_path, model="tiny", engine="gpu")
 
 
-def test_context_guard_over_llama_cpp():
+def test_context_guard_over_llama_cpp_counts_overflows_in_lock_step_and_serving():
     need("llama_cpp")
     need_smollm2()
+    from trace_gym.episode import SERVING, rollout_mode
     from trace_gym.policies import policy_from_spec
+    from trace_gym.policies.base import ContextExceeded
 
     pol = policy_from_spec("llamacpp:smollm2", max_new_tokens=8, greedy=True, batch_size=2)
     guard = ContextGuard(pol)
-    assert guard.limit() == pol.context_limit() - 8
     short = ([{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "Say hi."}], [])
     long = ([{"role": "user", "content": "word " * (pol.context_limit() + 10)}], [])
-    out = guard.act_batch([short, long], seeds=[0, 1])
-    assert out[1] == GIVE_UP and guard.fired == 1
-    assert isinstance(out[0], str) and out[0] != GIVE_UP
+    with pytest.raises(ContextExceeded) as exc:
+        guard.act_batch([short, long], seeds=[0, 1])
+    assert exc.value.rows == [1] and guard.fired == 1
+    assert rollout_mode(guard, 2) == SERVING  # serve is forwarded: evaluation under the guard serves continuously
+
+    class Queue:
+        def __init__(self):
+            self.waiting, self.answered, self.rejected = [(0, short, 0), (1, long, 1)], {}, []
+
+        def take(self):
+            return self.waiting.pop(0) if self.waiting else None
+
+        def answer(self, key, action):
+            self.answered[key] = action
+
+        def reject(self, key, error):
+            self.rejected.append(key)
+
+    q = Queue()
+    guard.serve(q)
+    assert q.rejected == [1] and list(q.answered) == [0] and guard.fired == 2

@@ -16,13 +16,15 @@ new folder); an id registered by ``import trace_gym`` is never replaced.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["EnvEntry", "ENTRIES", "DuplicateEnvError", "register_all", "list_envs", "add_entry", "source_of", "env_records"]
+__all__ = ["EnvEntry", "ENTRIES", "DuplicateEnvError", "register_all", "list_envs", "add_entry", "source_of", "env_records",
+           "make_env_factory"]
 
 
 @dataclass(frozen=True)
@@ -156,3 +158,17 @@ def env_records() -> list[dict[str, str]]:
     list_envs()  # registers everything
     return [{"id": e.id, "family": e.family, "domain": e.domain, "title": e.description, "description": e.description}
             for e in sorted(ENTRIES, key=lambda e: e.id)]
+
+
+def make_env_factory(env_id: str, env_kwargs: dict[str, Any] | None = None) -> Callable[[], Any]:
+    """A factory for fresh instances of the registered env ``env_id`` with ``env_kwargs`` (Gymnasium's env
+    checker off: trainers and integrations call it once per episode slot).  An unknown id raises
+    Gymnasium's error at once, not at the first call.  (The ``trace/*`` ids are registered: importing
+    this module imports ``trace_gym``, which registers them.)"""
+    kwargs = dict(env_kwargs or {})
+    gym.spec(env_id)
+
+    def factory() -> Any:
+        return gym.make(env_id, disable_env_checker=True, **kwargs)
+
+    return factory

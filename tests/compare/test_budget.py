@@ -5,6 +5,7 @@ import json
 import gymnasium as gym
 import pytest
 
+import tests.train.envs  # noqa: F401  (registers trace-test/train-*)
 from tests.compare.envs import ENV_ID
 from trace_gym.compare.budget import BudgetedEnv, BudgetExceeded, RolloutBudget
 
@@ -77,3 +78,48 @@ def test_forfeit_wrapper_turns_policy_errors_into_a_stop_message():
     assert p.act([{"role": "user", "content": "long"}], []) == FORFEIT and "###STOP###" in FORFEIT
     assert p.act_batch([([{"role": "user", "content": "long"}], []), ([{"role": "user", "content": "x"}], [])]) == [FORFEIT, "ok"]
     assert len(p.forfeits) == 2
+
+
+def test_forfeit_wrapper_lets_a_full_context_end_the_episode_and_forwards_every_feature():
+    from trace_gym.capabilities.calibrate import ReferencePolicy
+    from trace_gym.compare.methods import ForfeitOnError
+    from trace_gym.episode import CONTEXT_LENGTH, SERVING, rollout_mode
+    from trace_gym.policies.base import ContextExceeded
+    from trace_gym.rollout import rollout_queue
+
+    class Served:
+        policy_id = "served"
+        accepts_seeds = True
+        batch_size = 2
+
+        def __init__(self):
+            self.served, self.resets = 0, []
+
+        def act(self, messages, tools):
+            raise ContextExceeded("full", [0], [99], 64)
+
+        def reset(self, seed=None):
+            self.resets.append(seed)
+
+        def serve(self, queue):
+            self.served += 1
+            while (got := queue.take()) is not None:
+                key, _, _ = got
+                queue.reject(key, ContextExceeded("full", [0], [99], 64))
+
+    inner = Served()
+    p = ForfeitOnError(inner)
+    assert (p.policy_id, p.accepts_seeds, p.batch_size) == ("served", True, 2)
+    p.reset(7)
+    assert inner.resets == [7] and not hasattr(p, "bind_env")
+    ref = ForfeitOnError(ReferencePolicy())
+    ref.bind_env("env")
+    assert ref.inner.env == "env"
+    assert rollout_mode(p, 2) == SERVING  # serve reached through the wrapper
+    with pytest.raises(ContextExceeded):  # a full context is not forfeited
+        p.act([{"role": "user", "content": "x"}], [])
+    assert p.forfeits == []
+    envs = [gym.make("trace-test/train-multi-v0", disable_env_checker=True) for _ in range(2)]
+    trajs = rollout_queue(envs, p, [0, 1, 2])
+    assert inner.served == 1 and all(t.termination_reason == CONTEXT_LENGTH and t.truncated for t in trajs)
+    assert all(t.reward_info["cut"] == CONTEXT_LENGTH for t in trajs) and p.forfeits == []

@@ -6,7 +6,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from trace_gym.core import Episode, Tool, ToolEnv, ToolSet
+from trace_gym.core import EpisodeOpening, Tool, ToolEnv, ToolSet
 
 
 class CounterEnv(ToolEnv):
@@ -17,7 +17,7 @@ class CounterEnv(ToolEnv):
         self.count = 0
         self.target = 0
 
-    def _start(self, options: dict[str, Any]) -> Episode:
+    def _start(self, options: dict[str, Any]) -> EpisodeOpening:
         self.count = int(options.get("start", 0))
         self.target = int(self.np_random.integers(1, 10))
         tools = ToolSet(
@@ -32,7 +32,7 @@ class CounterEnv(ToolEnv):
                 ),
             ]
         )
-        return Episode("You run a counter.", tools, [{"role": "user", "content": f"Please bring the counter to {self.target}."}])
+        return EpisodeOpening("You run a counter.", tools, [{"role": "user", "content": f"Please bring the counter to {self.target}."}])
 
     def _add(self, amount: int) -> dict[str, int]:
         self.count += amount

@@ -9,7 +9,7 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
-from trace_gym.core import Episode, Tool, ToolEnv, ToolSet, format_tool_call
+from trace_gym.core import EpisodeOpening, Tool, ToolEnv, ToolSet, format_tool_call
 from trace_gym.core.tasks import Gold, NoTaskSourceError, UnknownSplitError, UnknownTaskError
 
 ENV_ID = "trace-test/lamps-v0"
@@ -72,12 +72,12 @@ class LampsEnv(ToolEnv):
         self.on.add(lamp)
         return f"{lamp} is on"
 
-    def _start(self, options: dict[str, Any]) -> Episode:
+    def _start(self, options: dict[str, Any]) -> EpisodeOpening:
         self.puzzle = options.get("puzzle") or sorted(PUZZLES)[int(self.np_random.integers(len(PUZZLES)))]
         self.want, self.on = list(PUZZLES[self.puzzle][1]), set()
         tools = ToolSet([Tool("switch_on", "Switch a lamp on.", {"type": "object", "properties": {"lamp": {"type": "string"}},
                                                                   "required": ["lamp"]}, self._switch_on, "write")])
-        return Episode(f"{LampTasks.instruction} Switch on what the user asks for.", tools,
+        return EpisodeOpening(f"{LampTasks.instruction} Switch on what the user asks for.", tools,
                        [{"role": "user", "content": "Please switch on: " + ", ".join(self.want)}], {"puzzle": self.puzzle})
 
     def _respond(self, message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ import gymnasium as gym
 import pytest
 
 from tests.helpers_llm import ChatServer, completion
-from trace_gym.core import Episode, ToolEnv, ToolSet
+from trace_gym.core import EpisodeOpening, ToolEnv, ToolSet
 from trace_gym.core.tasks import UnknownTaskError
 from trace_gym.policies import PolicyError
 from trace_gym.route import NO_ADAPTER
@@ -66,9 +66,9 @@ class AskEnv(ToolEnv):
         super().__init__(max_steps=2)
         self.ask = ""
 
-    def _start(self, options: dict[str, Any]) -> Episode:
+    def _start(self, options: dict[str, Any]) -> EpisodeOpening:
         self.ask = options.get("ask") or sorted(ASKS)[int(self.np_random.integers(len(ASKS)))]
-        return Episode("You are a helpful assistant.", ToolSet(), [{"role": "user", "content": ASKS[self.ask][0]}], {})
+        return EpisodeOpening("You are a helpful assistant.", ToolSet(), [{"role": "user", "content": ASKS[self.ask][0]}], {})
 
     def _respond(self, message: dict[str, Any]) -> list[dict[str, Any]]:
         self.end("answered")

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from trace_gym.llm import FunctionChatClient
 from trace_gym.eval.metrics import pass_hat_k
+from trace_gym.llm import FunctionChatClient
 from trace_gym.tau2.evaluator import action_checks, communicate_checks, is_success
 from trace_gym.tau2.judge import FunctionJudge, JudgeError, OpenAICompatibleJudge
 

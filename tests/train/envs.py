@@ -22,7 +22,7 @@ from typing import Any
 import gymnasium as gym
 
 from trace_gym.core import Tool, ToolEnv, ToolSet
-from trace_gym.core.env import Episode
+from trace_gym.core.env import EpisodeOpening
 
 HINT = "HINT: look the code up with the lookup tool first."
 WORDS = ["apple", "river", "stone", "cloud", "ember", "maple", "orbit", "tulip"]
@@ -33,9 +33,9 @@ class SingleTurnEnv(ToolEnv):
         super().__init__(max_steps=1, **kwargs)
         self.word = ""
 
-    def _start(self, options: dict[str, Any]) -> Episode:
+    def _start(self, options: dict[str, Any]) -> EpisodeOpening:
         self.word = WORDS[int(self.np_random.integers(len(WORDS)))]
-        return Episode("You are a helpful assistant.", ToolSet(), [{"role": "user", "content": f"Say the word {self.word}."}])
+        return EpisodeOpening("You are a helpful assistant.", ToolSet(), [{"role": "user", "content": f"Say the word {self.word}."}])
 
     def _respond(self, message: dict[str, Any]) -> list[dict[str, Any]]:
         self.end("answered")
@@ -56,7 +56,7 @@ class MultiTurnEnv(ToolEnv):
         self.user_turns = 0
         self.looked_up = False
 
-    def _start(self, options: dict[str, Any]) -> Episode:
+    def _start(self, options: dict[str, Any]) -> EpisodeOpening:
         self.code = f"C{int(self.np_random.integers(100, 999))}"
         self.user_turns = 0
         self.looked_up = False
@@ -66,7 +66,7 @@ class MultiTurnEnv(ToolEnv):
         opening = [{"role": "user", "content": "What is my code?"}]
         tools = ToolSet([Tool("lookup", "Look up the user's code.", {"type": "object", "properties": {}}, self._lookup, kind="read")])
         info = {"hint_shown": hint, "prompt_messages_without_hint": [{"role": "system", "content": base}, *opening]}
-        return Episode(system, tools, opening, info)
+        return EpisodeOpening(system, tools, opening, info)
 
     def _lookup(self) -> str:
         self.looked_up = True
@@ -105,9 +105,9 @@ class TurnsEnv(ToolEnv):
         super().__init__(max_steps=8, **kwargs)
         self.turns = self.replies = 0
 
-    def _start(self, options: dict[str, Any]) -> Episode:
+    def _start(self, options: dict[str, Any]) -> EpisodeOpening:
         self.turns, self.replies = int(self.np_random.integers(1, 4)), 0
-        return Episode("You are a helpful assistant.", ToolSet(), [{"role": "user", "content": f"Reply {self.turns} times."}])
+        return EpisodeOpening("You are a helpful assistant.", ToolSet(), [{"role": "user", "content": f"Reply {self.turns} times."}])
 
     def _respond(self, message: dict[str, Any]) -> list[dict[str, Any]]:
         self.replies += 1

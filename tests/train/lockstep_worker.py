@@ -25,10 +25,10 @@ def main(folder: str, lockstep: bool) -> None:
 
     import tests.train.envs  # noqa: F401  (trace-test/train-turns-v0)
     from tests.helpers_vllm import FakeVLLMClient, install
+    from trace_gym.registration import make_env_factory
     from trace_gym.train.config import TrainConfig
     from trace_gym.train.models import load_model_and_tokenizer
     from trace_gym.train.rollout_func import EnvRolloutFunc, seed_prompt
-    from trace_gym.train.trainer import make_env_factory
 
     torch.set_num_threads(1)
     install(pytest.MonkeyPatch(), launched=True)

@@ -120,7 +120,7 @@ def test_a_cut_episode_is_scored_by_the_env_as_truncated(tokenizer, toolsandbox_
     [ep] = run_token_episodes(_factory(env_id), [EpisodeRequest(seed)], renderer, gen, stop_texts=[tokenizer.eos_token],
                               max_new_tokens_per_turn=64, max_completion_length=120, hint_option="hint")
     assert ep.truncated and ep.termination_reason == "token_budget"
-    assert ep.turns == 2 and ep.reward == want and ep.reward_info == info
+    assert ep.turns == 2 and ep.reward == want and ep.reward_info == {**info, "cut": "token_budget"}
     # a fixed truncated_reward still overrides the env
     [fixed] = run_token_episodes(_factory(env_id), [EpisodeRequest(seed)], renderer, scripted_generate(tokenizer, [call, "word " * 200]),
                                  stop_texts=[tokenizer.eos_token], max_new_tokens_per_turn=64, max_completion_length=120,

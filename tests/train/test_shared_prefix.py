@@ -205,11 +205,11 @@ def test_groups_without_a_common_prefix_take_the_plain_path(tmp_path):
 
 def test_rollout_prefix_cache_leaves_samples_unchanged(tmp_path):
     import tests.train.envs  # noqa: F401
+    from trace_gym.registration import make_env_factory
     from trace_gym.train.config import TrainConfig
     from trace_gym.train.episodes import EpisodeRequest, run_token_episodes
     from trace_gym.train.generation import stop_token_ids, transformers_generate_fn
     from trace_gym.train.rollout_func import EnvRolloutFunc
-    from trace_gym.train.trainer import make_env_factory
 
     trainer, peft, tok = _trainer(tmp_path, batch=4, generations=4)
     peft.eval()

@@ -91,7 +91,7 @@ def test_multi_turn_hints_are_replaced_before_the_loss(tmp_path, tokenizer):
     """Through the real trainer: the loss sees hint-free prompts and masks env tokens."""
     from trl import GRPOConfig, GRPOTrainer
 
-    from trace_gym.train import grpo_trainer_kwargs
+    from trace_gym.integrations.trl import grpo_trainer_kwargs
     from trace_gym.train.chat import ChatRenderer
     from trace_gym.train.models import load_model_and_tokenizer, wrap_lora
 

@@ -105,9 +105,10 @@ def test_rollouts_return_vllm_logprobs_aligned_with_the_completion(tmp_path, fak
 def _trainer(tmp_path, folder, cfg, dtype=None):
     from trl import GRPOTrainer
 
+    from trace_gym.registration import make_env_factory
     from trace_gym.train.models import load_model_and_tokenizer, wrap_lora
     from trace_gym.train.rollout_func import EnvRolloutFunc, env_reward, seed_dataset
-    from trace_gym.train.trainer import _grpo_args, make_env_factory
+    from trace_gym.train.trainer import _grpo_args
 
     model, tok = load_model_and_tokenizer(folder, dtype=dtype)
     tok.padding_side = "left"

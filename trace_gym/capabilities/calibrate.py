@@ -21,7 +21,7 @@ from typing import Any
 from ..core.outcome import is_success, success_threshold
 from ..progress import track
 
-__all__ = ["CalibrationResult", "calibrate", "tune", "pass_at_k", "make_policy", "BASELINES"]
+__all__ = ["CalibrationResult", "calibrate", "play_groups", "tune", "pass_at_k", "make_policy", "BASELINES"]
 
 
 class _Baseline:
@@ -137,20 +137,64 @@ class CalibrationResult:
         return d
 
 
-def play_episode(env: Any, policy: Any, seed: int, sample: int) -> tuple[float, str]:
-    """One episode of ``policy`` on ``env`` with ``seed``; returns (reward, case)."""
-    from ..policies.base import reset_policy
+def play_groups(make_env: Callable[[], Any], policy: Any, seeds: list[int], samples: int, *, slots: int,
+                on_episode: Callable[[float], None] | None = None) -> tuple[dict[int, list[float]], dict[int, str], list[str]]:
+    """Play ``samples`` episodes of each seed (a group per seed) and return ``(rewards, cases, errors)``.
 
-    _, info = env.reset(seed=seed)
-    if hasattr(policy, "bind_env"):
-        policy.bind_env(env)
-    reset_policy(policy, seed * 1000 + sample)
-    case = info.get("case", "?")
-    while True:
-        action = policy.act(info["messages"], info["tools"])
-        _, reward, terminated, truncated, info = env.step(action)
-        if terminated or truncated:
-            return float(reward), case
+    The one play loop of calibration: :func:`~trace_gym.rollout.rollout_queue` on ``slots`` fresh envs
+    from ``make_env`` (a slot whose episode ends starts the next one), or on one env when the policy
+    cannot batch (no ``act_batch``, ``batchable`` false) or reads the env it plays (``bind_env``, as the
+    baselines do).  The policy's episode seed is ``seed * 1000 + sample``.  An episode's reward is its
+    last step's (a full context ends it as the env scores a truncated episode).  A policy failure
+    (:class:`~trace_gym.policies.base.PolicyError`) scores the episode it failed on 0 and is listed in
+    ``errors``; the episodes not yet ended are played again from their start (a group's rewards are then
+    in the order its episodes ended).  ``on_episode(reward)`` follows every episode.  ``ValueError`` for
+    ``samples`` or ``slots`` below 1.
+    """
+    from ..rollout import RolloutError, rollout_queue
+
+    if samples < 1 or slots < 1:
+        raise ValueError(f"play_groups needs samples >= 1 and slots >= 1, got {samples} and {slots}")
+    batched = (slots > 1 and getattr(policy, "batchable", True) and hasattr(policy, "act_batch")
+               and not hasattr(policy, "bind_env"))
+    jobs = [(s, k) for s in seeds for k in range(samples)]
+    rewards: dict[int, list[float]] = {s: [] for s in seeds}
+    cases: dict[int, str] = {}
+    errors: list[str] = []
+
+    def final(t: Any) -> float:
+        return float(t.rewards[-1]) if t.rewards else 0.0  # the final step (or the cut) carries the reward
+
+    def tick(t: Any) -> None:
+        if on_episode:
+            on_episode(final(t))
+
+    def record(seed: int, t: Any, reward: float) -> None:
+        job = next((job for job in jobs if job[0] == seed), jobs[0])
+        rewards[job[0]].append(reward)
+        cases[job[0]] = (t.reset_info or {}).get("case", cases.get(job[0], "?"))
+        jobs.remove(job)
+
+    envs = [make_env() for _ in range(min(slots if batched else 1, len(jobs)))]
+    try:
+        while jobs:
+            try:
+                trajs = rollout_queue(envs[: len(jobs)], policy, [s for s, _ in jobs],
+                                      policy_seeds=[s * 1000 + k for s, k in jobs], on_episode=tick)
+            except RolloutError as exc:  # keep what ended, score the failed episode 0, play the rest again
+                errors.append(str(exc)[:300])
+                for t in exc.completed:
+                    record(t.seed, t, final(t))
+                record(exc.trajectory.seed, exc.trajectory, 0.0)
+                if on_episode:
+                    on_episode(0.0)
+                continue
+            for t in trajs:  # in seed order, as the jobs
+                record(t.seed, t, final(t))
+    finally:
+        for e in envs:
+            e.close()
+    return rewards, cases, errors
 
 
 def calibrate(env_id: str, policy: Any, seeds: list[int], samples: int, *, difficulty: dict[str, float] | None = None,
@@ -170,59 +214,23 @@ def calibrate(env_id: str, policy: Any, seeds: list[int], samples: int, *, diffi
         raise TypeError(f"{env_id} is not a capability environment")
     result = CalibrationResult(env_id, getattr(policy, "policy_id", type(policy).__name__), list(seeds), samples, dict(env.knob_values),
                                threshold=success_threshold(env))
+    env.close()
     with track(f"calibrate {env_id}", total=len(seeds) * samples) as bar:
         def tick(reward: float) -> None:
             bar.tick(reward)
             if on_episode:
                 on_episode()
 
-        if hasattr(policy, "act_batch") and not hasattr(policy, "bind_env") and getattr(policy, "batchable", True):
-            env.close()
-            _calibrate_batched(env_id, kwargs, policy, list(seeds), samples, result, tick)
-            return result
-        for seed in seeds:
-            group = []
-            for k in range(samples):
-                reward, case = play_episode(env, policy, seed, k)
-                group.append(reward)
-                result.cases[seed] = case
-                tick(reward)
-            result.rewards[seed] = group
-    env.close()
+        slots = max(1, int(getattr(policy, "batch_size", 8) or 8))
+        rewards, cases, errors = play_groups(lambda: gym.make(env_id, **kwargs), policy, list(seeds), samples, slots=slots,
+                                             on_episode=tick)
+        if errors:  # a failing policy stops calibration, as it stops a rollout
+            from ..policies.base import PolicyError
+
+            raise PolicyError(f"{result.policy} failed while calibrating {env_id}: {errors[0]}")
+    result.rewards.update(rewards)
+    result.cases.update(cases)
     return result
-
-
-def _calibrate_batched(env_id: str, kwargs: dict[str, Any], policy: Any, seeds: list[int], samples: int,
-                       result: CalibrationResult, on_episode: Callable[[float], None]) -> None:
-    """Every (seed, sample) episode in lock step, as many at once as the policy's batch size (a slot whose
-    episode ends starts the next one: :func:`~trace_gym.rollout.rollout_queue`).
-
-    The policy's episode seed is ``seed * 1000 + sample``, as in the one-at-a-time path;
-    ``on_episode(reward)`` follows each episode as it ends.
-    """
-    import gymnasium as gym
-
-    from ..rollout import rollout_queue
-
-    jobs = [(seed, k) for seed in seeds for k in range(samples)]
-    size = max(1, int(getattr(policy, "batch_size", 8) or 8))
-    rewards: dict[int, list[float]] = {seed: [0.0] * samples for seed in seeds}
-
-    def final(t: Any) -> float:
-        return float(t.rewards[-1]) if t.rewards else 0.0  # the final step carries the reward
-
-    envs = [gym.make(env_id, **kwargs) for _ in range(min(size, len(jobs)))]
-    try:
-        trajs = rollout_queue(envs, policy, [s for s, _ in jobs], policy_seeds=[s * 1000 + k for s, k in jobs],
-                              on_episode=lambda t: on_episode(final(t)))
-    finally:
-        for e in envs:
-            e.close()
-    for (seed, k), t in zip(jobs, trajs, strict=True):
-        rewards[seed][k] = final(t)
-        result.cases[seed] = t.reset_info.get("case", "?")
-    for seed in seeds:
-        result.rewards[seed] = rewards[seed]
 
 
 def _distance(mean: float, band: tuple[float, float]) -> float:

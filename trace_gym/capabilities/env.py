@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from ..core.env import Episode, ToolEnv
+from ..core.env import EpisodeOpening, ToolEnv
 from ..core.toolcalls import format_tool_call
 from ..core.tools import ToolResult, ToolSet
 from .domain import copy_db
@@ -130,7 +130,7 @@ class CapabilityEnv(ToolEnv):
             raise
 
     # ------------------------------------------------------------------ ToolEnv hooks
-    def _start(self, options: dict[str, Any]) -> Episode:
+    def _start(self, options: dict[str, Any]) -> EpisodeOpening:
         rng = random.Random(int(self._scenario_generator(options).integers(0, 2**63 - 1)))
         wanted = {**self._overrides(), **dict(options.get("difficulty") or {})}
         knobs = self.cap_spec.knobs(wanted) if wanted else dict(self._default_knobs)
@@ -173,7 +173,7 @@ class CapabilityEnv(ToolEnv):
             "seed": self._seed,
         }
         tools = self._case_tools.get(scenario.name, self._domain_tools.toolset)
-        return Episode(system_prompt=prompt, tools=tools, messages=[opening], info=info)
+        return EpisodeOpening(system_prompt=prompt, tools=tools, messages=[opening], info=info)
 
     def _hint_fraction(self, knobs: dict[str, float]) -> float:
         if self._fixed_hint_fraction is not None:

@@ -1,6 +1,6 @@
 """The torch-free core: text spaces, chat messages, tool calls, tools and ``ToolEnv``."""
 
-from .env import Episode, ToolEnv, render_messages
+from .env import EpisodeOpening, ToolEnv, render_messages
 from .messages import Message, MessageError, ToolCall, validate_conversation
 from .outcome import is_success, success_threshold
 from .spaces import TextSpace
@@ -8,7 +8,7 @@ from .toolcalls import ParsedAction, format_tool_call, parse_action, strip_reaso
 from .tools import Tool, ToolError, ToolResult, ToolSet
 
 __all__ = [
-    "Episode", "Message", "MessageError", "ParsedAction", "TextSpace", "Tool", "ToolCall", "ToolEnv",
+    "EpisodeOpening", "Message", "MessageError", "ParsedAction", "TextSpace", "Tool", "ToolCall", "ToolEnv",
     "ToolError", "ToolResult", "ToolSet", "format_tool_call", "is_success", "parse_action", "render_messages",
     "strip_reasoning", "success_threshold", "validate_conversation",
 ]

@@ -53,7 +53,7 @@ from .spaces import DEFAULT_MAX_LENGTH, TextSpace
 from .toolcalls import ParsedAction, parse_action
 from .tools import ToolResult, ToolSet
 
-__all__ = ["ToolEnv", "Episode", "render_messages", "declared_reset_options", "LIMIT_REASONS", "TRUNCATED"]
+__all__ = ["ToolEnv", "EpisodeOpening", "render_messages", "declared_reset_options", "LIMIT_REASONS", "TRUNCATED"]
 
 FEEDBACK_NAME = "env_feedback"
 TRUNCATED = "max_steps"  # the termination reason that means truncation
@@ -64,7 +64,7 @@ LIMIT_REASONS = frozenset({TRUNCATED, "max_messages", "context_length"})
 
 
 @dataclass(slots=True)
-class Episode:
+class EpisodeOpening:
     """What :meth:`ToolEnv._start` returns: the opening of one episode."""
 
     system_prompt: str | None
@@ -158,7 +158,7 @@ class ToolEnv(PicklableByValue, gym.Env[str, str]):
         self._last_obs = ""
 
     # ------------------------------------------------------------------ hooks
-    def _start(self, options: dict[str, Any]) -> Episode:  # pragma: no cover - abstract
+    def _start(self, options: dict[str, Any]) -> EpisodeOpening:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _respond(self, message: dict[str, Any]) -> list[dict[str, Any]]:  # pragma: no cover - abstract

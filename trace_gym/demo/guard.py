@@ -1,23 +1,21 @@
-"""Keeping a small-context model inside its context window.
+"""Counting the episodes a small-context model's context ends.
 
 τ²-bench prompts (policy text plus tool list) are over 5,000 tokens, and every turn
-adds to them.  :class:`ContextGuard` wraps a model policy: a request whose prompt
-would not fit (prompt plus ``max_new_tokens`` beyond the model's context) is answered
-with :data:`GIVE_UP` — the agent ends the conversation, which scores like any other
-failure — instead of failing the whole lock-step batch.  :attr:`ContextGuard.fired`
-counts how often that happened, so the demo can report it.
+adds to them.  The model policy itself says when a prompt no longer fits its context
+(:class:`~trace_gym.policies.base.ContextExceeded`), and the rollout ends those episodes
+as the env scores a truncated episode (termination reason ``context_length``) while the
+others play on.  :class:`ContextGuard` wraps a model policy and counts them
+(:attr:`ContextGuard.fired`), so the demo can report how often that happened.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..policies.base import Request, act_batch
+from ..policies.base import ContextExceeded, Request, RequestQueue, act_batch
 
-__all__ = ["ContextGuard", "GIVE_UP", "chat_core"]
-
-GIVE_UP = "I'm sorry, this conversation has grown too long for me to continue. ###STOP###"
+__all__ = ["ContextGuard", "chat_core"]
 
 
 def chat_core(policy: Any) -> Any:
@@ -34,9 +32,11 @@ def chat_core(policy: Any) -> Any:
 
 
 class ContextGuard:
-    """Answers over-long requests with :data:`GIVE_UP`; passes the rest to the wrapped policy."""
-
-    accepts_seeds = True
+    """Counts the requests of ``inner`` (a chat-template model policy, :func:`chat_core`) that its
+    context could not take (:attr:`fired`), each of which ends its episode; the policy's
+    :class:`~trace_gym.policies.base.ContextExceeded` passes on to the rollout.  Every other feature
+    is the wrapped policy's (``policy_id``, ``accepts_seeds``, ``batch_size``, ``reset``,
+    ``decisions``, ``serve``, ...)."""
 
     def __init__(self, inner: Any):
         self.inner = inner
@@ -52,39 +52,41 @@ class ContextGuard:
         self.inner.policy_id = value
 
     def __getattr__(self, name: str) -> Any:  # decisions, names, ... of the wrapped policy
-        if name in ("inner", "serve"):  # serving continuously would bypass the guard's own act_batch
+        if name == "inner":
             raise AttributeError(name)
+        if name == "serve":
+            return self._serving(self.inner.serve)
         return getattr(self.inner, name)
 
-    def limit(self) -> int | None:
-        n = self.core.context_limit()
-        return None if n is None else int(n) - int(self.core.max_new_tokens)
+    def _serving(self, serve: Callable[[RequestQueue], None]) -> Callable[[RequestQueue], None]:
+        guard = self
 
-    def fits(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bool:
-        limit = self.limit()
-        if limit is None:
-            return True
-        prompt = self.core.render_prompt(messages, tools)
-        return len(self.core.tokenizer(prompt, add_special_tokens=False)["input_ids"]) <= limit
+        class Counting:
+            def __init__(self, queue: RequestQueue):
+                self.queue = queue
 
-    def reset(self, seed: int | None = None) -> None:
-        reset = getattr(self.inner, "reset", None)
-        if reset is not None:
-            reset(seed)
+            def take(self) -> Any:
+                return self.queue.take()
+
+            def answer(self, key: Any, action: str) -> None:
+                self.queue.answer(key, action)
+
+            def reject(self, key: Any, error: ContextExceeded) -> None:
+                guard.fired += 1
+                self.queue.reject(key, error)
+
+        return lambda queue: serve(Counting(queue))
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-        if not self.fits(messages, tools):
+        try:
+            return self.inner.act(messages, tools)
+        except ContextExceeded:
             self.fired += 1
-            return GIVE_UP
-        return self.inner.act(messages, tools)
+            raise
 
     def act_batch(self, requests: Sequence[Request], seeds: Sequence[int | None] | None = None) -> list[str]:
-        ok = [self.fits(m, t) for m, t in requests]
-        keep = [i for i, f in enumerate(ok) if f]
-        out = [GIVE_UP] * len(requests)
-        self.fired += len(requests) - len(keep)
-        if keep:
-            sub_seeds = [seeds[i] for i in keep] if seeds is not None else None
-            for i, a in zip(keep, act_batch(self.inner, [requests[i] for i in keep], sub_seeds), strict=True):
-                out[i] = a
-        return out
+        try:
+            return act_batch(self.inner, requests, seeds)
+        except ContextExceeded as exc:
+            self.fired += len(set(exc.rows))
+            raise

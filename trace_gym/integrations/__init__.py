@@ -3,8 +3,11 @@
 Each integration is a module of its own, imported only when asked for, and each needs
 its own optional extra:
 
-* :mod:`trace_gym.integrations.trl` — TRL's ``GRPOTrainer(environment_factory=...)``
-  (the ``train`` extra);
+* :mod:`trace_gym.integrations.trl` — TRL's ``GRPOTrainer``: its environment mode
+  (``environment_factory=...``) or a ``rollout_func`` playing whole conversations
+  (:func:`~trace_gym.integrations.trl.grpo_trainer_kwargs`) (the ``train`` extra);
+* :mod:`trace_gym.integrations.records` — episodes of any policy as plain records, for any RL
+  library (no extra);
 * :mod:`trace_gym.integrations.openenv` — any registered id as an OpenEnv server
   (``trace-gym serve ENV_ID``) and OpenEnv's client for it (the ``openenv`` extra);
 * :mod:`trace_gym.integrations.verifiers` — a taskset, env and harness of verifiers' ``verifiers.v1``

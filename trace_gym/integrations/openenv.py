@@ -107,7 +107,7 @@ class TraceOpenEnv(Environment[TraceAction, TraceObservation, TraceState]):
 
     def __init__(self) -> None:
         super().__init__()
-        from ..train.trainer import make_env_factory
+        from ..registration import make_env_factory
 
         self._env = make_env_factory(self.ENV_ID, self.ENV_KWARGS)()
         self._state = TraceState(env_id=self.ENV_ID, done=True)

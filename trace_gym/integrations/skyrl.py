@@ -56,7 +56,7 @@ class TraceSkyRLEnv(BaseTextEnv):
 
     def __init__(self, env_id: str, env_config: Any = None, extras: dict[str, Any] | None = None):
         super().__init__()
-        from ..train.trainer import make_env_factory
+        from ..registration import make_env_factory
 
         config = dict(env_config or {})
         self.env_id = env_id

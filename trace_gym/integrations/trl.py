@@ -1,4 +1,7 @@
-"""A trace-gym env in TRL's environment mode: ``GRPOTrainer(environment_factory=...)``.
+"""A trace-gym env in TRL's ``GRPOTrainer``: its environment mode, or a rollout function that plays whole conversations.
+
+Environment mode
+----------------
 
 TRL's mode (``trl>=1.16``, ``transformers>=5.2``) wants a class whose public methods are
 the tools, a ``reset`` that opens an episode, and a reward.  :func:`environment_factory`
@@ -23,7 +26,32 @@ user side answers and the conversation would go on, the episode is scored as if 
 limit had been reached (:meth:`~trace_gym.core.env.ToolEnv.truncate`): TRL's mode has one
 agent answer per rollout, so envs whose users reply over several turns (confirmations,
 follow-up questions) are trained through ``rollout_func``
-(:func:`trace_gym.train.grpo_trainer_kwargs`), which plays the whole conversation.
+(:func:`grpo_trainer_kwargs`), which plays the whole conversation.
+
+Rollout function
+----------------
+:func:`grpo_trainer_kwargs` returns the three arguments that connect an env to TRL through
+``rollout_func``: a ``train_dataset`` of env seeds, a rollout function that plays G episodes
+per seed through the env (tool results and user turns come from the env and are masked out
+of the loss), and ``reward_funcs`` returning the env's reward::
+
+    from trl import GRPOConfig, GRPOTrainer
+    from trace_gym.integrations.trl import grpo_trainer_kwargs
+
+    args = GRPOConfig(output_dir="runs/x", num_generations=8, per_device_train_batch_size=8,
+                      max_completion_length=1024, beta=0.0, epsilon_high=0.28, loss_type="dapo", max_steps=100)
+    trainer = GRPOTrainer(
+        model=model, args=args, processing_class=tokenizer, peft_config=my_lora_config,
+        **grpo_trainer_kwargs("trace/cap-refund-policy-v0", seeds=range(256), num_generations=8),
+    )
+    trainer.train()
+
+Keep ``num_generations`` equal to the ``GRPOConfig`` value.  Everything else in
+``GRPOConfig`` is yours; the rollout function samples with the trainer's own generation
+settings (temperature, top-p/k) and back end (vLLM when ``use_vllm``).  To also compute
+each group's shared prompt prefix once in the loss (same loss and gradients, far less
+compute on long prompts), build the trainer from ``trace_gym.train.grpo_trainer_class()``
+instead of ``GRPOTrainer``.
 """
 
 from __future__ import annotations
@@ -33,10 +61,12 @@ import keyword
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-from ..core.env import render_messages
+from ..core.env import TRUNCATED, render_messages
 from ..core.toolcalls import format_tool_call
+from ..episode import Episode
+from ..registration import make_env_factory
 
-__all__ = ["TraceEnvironment", "environment_factory", "environment_dataset", "environment_demonstrations",
+__all__ = ["TraceEnvironment", "grpo_trainer_kwargs", "environment_factory", "environment_dataset", "environment_demonstrations",
            "environment_reward", "environment_tools", "environment_trainer_kwargs", "tool_calling_tokenizer",
            "tool_method", "opening_messages"]
 
@@ -60,9 +90,9 @@ class TraceEnvironment:
 
     def __init__(self) -> None:
         self._env = type(self)._make_env()
+        self._episode: Episode | None = None
         self._open = False
         self._reward: float | None = None
-        self._reward_info: dict[str, Any] = {}
         self._seed: int | None = None
 
     def reset(self, seed: int | None = None, prompt: list[dict[str, Any]] | None = None, **_: Any) -> str | None:
@@ -75,8 +105,10 @@ class TraceEnvironment:
         """
         if seed is None:
             seed = next(type(self)._seeds)
-        obs, info = self._env.reset(seed=int(seed))
-        self._open, self._reward, self._reward_info, self._seed = True, None, {}, int(seed)
+        self._episode = Episode(self._env, self._env_id or "trl", int(seed), None)
+        self._episode.start()
+        info = self._episode.info
+        self._open, self._reward, self._seed = True, None, int(seed)
         names = tuple(t.get("function", t)["name"] for t in info.get("tools") or [])
         if names != type(self)._tool_names:
             raise ValueError(f"{self._env_id} seed {seed} has the tools {list(names)}, not the {list(type(self)._tool_names)} "
@@ -90,12 +122,11 @@ class TraceEnvironment:
         return None
 
     def _step(self, action: str) -> tuple[str, dict[str, Any]]:
-        if not self._open:
+        if not self._open or self._episode is None:
             raise RuntimeError("the episode is over: no more tool calls")
-        obs, reward, terminated, truncated, info = self._env.step(action)
+        obs, reward, terminated, truncated, info = self._episode.apply(action)
         if terminated or truncated:
             self._open, self._reward = False, float(reward)
-            self._reward_info = dict(info.get("reward_info") or {})
         return obs, info
 
     def _call(self, name: str, arguments: dict[str, Any]) -> str:
@@ -107,11 +138,13 @@ class TraceEnvironment:
         return "\n".join(str(r) for r in results) if results else obs
 
     def _finish(self, message: str | None) -> float:
-        """Deliver the agent's last message (``None``: it had none), end the episode, return its reward."""
+        """Deliver the agent's last message (``None``: it had none), end the episode, return its reward
+        (an episode still open then is cut as a step-limit truncation, :meth:`trace_gym.episode.Episode.cut`)."""
         if self._open and message is not None and message.strip():
             self._step(message)
-        if self._open:
-            self._reward, self._reward_info = self._env.unwrapped.truncate()
+        if self._open and self._episode is not None:
+            self._episode.cut(TRUNCATED)
+            self._reward = self._episode.final_reward
             self._open = False
         if self._reward is None:
             raise RuntimeError("reset() was never called")
@@ -206,8 +239,6 @@ def environment_factory(env_id: str, *, env_kwargs: dict[str, Any] | None = None
     ``ValueError`` at its reset (:func:`environment_trainer_kwargs` gives such envs one class
     per tool list).  Episodes reset without a ``seed`` take the next seed from ``seed`` up.
     """
-    from ..train.trainer import make_env_factory
-
     make = make_env_factory(env_id, env_kwargs)
     probe = make()
     _, info = probe.reset(seed=probe_seed)
@@ -217,8 +248,6 @@ def environment_factory(env_id: str, *, env_kwargs: dict[str, Any] | None = None
 
 def _openings(env_id: str, seeds: list[int], env_kwargs: dict[str, Any] | None) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
     """Per seed: the episode's opening messages and its tools."""
-    from ..train.trainer import make_env_factory
-
     env = make_env_factory(env_id, env_kwargs)()
     out = []
     for s in seeds:
@@ -279,8 +308,6 @@ def environment_trainer_kwargs(env_id: str, *, seeds: Iterable[int], env_kwargs:
     """
     from datasets import Dataset
 
-    from ..train.trainer import make_env_factory
-
     seed_list = [int(s) for s in seeds]
     openings = _openings(env_id, seed_list, env_kwargs)
     make = make_env_factory(env_id, env_kwargs)
@@ -328,8 +355,6 @@ def environment_demonstrations(env_id: str, per_env: int, *, env_kwargs: dict[st
     import dataclasses
 
     from ..train.demos import build_demonstrations
-    from ..train.trainer import make_env_factory
-
     make = make_env_factory(env_id, env_kwargs)
     report = build_demonstrations([env_id], per_env, start=start, seed=seed, recover_every=recover_every,
                                   factories={env_id: make})
@@ -368,3 +393,27 @@ def tool_calling_tokenizer(tokenizer: Any) -> Any:
                          "set tokenizer.chat_template and tokenizer.response_template yourself")
     tokenizer.chat_template = qwen2_5_chat_template
     return add_response_schema(tokenizer)
+
+
+def grpo_trainer_kwargs(env: str | Callable[[], Any], *, seeds: Iterable[int], num_generations: int,
+                        env_kwargs: dict[str, Any] | None = None, generate: Any = None, sampler: Any = None,
+                        **rollout_options: Any) -> dict[str, Any]:
+    """``train_dataset``, ``rollout_func`` and ``reward_funcs`` for ``trl.GRPOTrainer`` on a trace-gym env.
+
+    ``env`` is a registered env id or a factory returning a fresh env.
+    ``rollout_options`` are :class:`~trace_gym.train.config.TrainConfig` fields the
+    :class:`~trace_gym.train.rollout_func.EnvRolloutFunc` reads (``hint_fraction``, ``max_resamples``,
+    ``max_new_tokens_per_turn``, ``max_completion_length`` (keep it equal to ``GRPOConfig``'s), ``max_turns``,
+    ``shared_prefix``, ...; an unknown or invalid one is a :class:`~trace_gym.train.config.ConfigError`);
+    ``generate`` or ``sampler`` replace its sampler (see that class).
+    """
+    from ..train.config import TrainConfig
+    from ..train.rollout_func import EnvRolloutFunc, env_reward, seed_dataset
+
+    config = TrainConfig().with_overrides(num_generations=num_generations, **rollout_options).validate()
+    factory = make_env_factory(env, env_kwargs) if isinstance(env, str) else env
+    return {
+        "train_dataset": seed_dataset(list(seeds)),
+        "rollout_func": EnvRolloutFunc(factory, config, generate=generate, sampler=sampler),
+        "reward_funcs": [env_reward],
+    }

@@ -51,7 +51,7 @@ DEFAULT_ENV_ID = "trace/cap-refund-policy-v0"
 
 
 def _make_env(env_id: str, env_kwargs: dict[str, Any] | None):
-    from ..train.trainer import make_env_factory
+    from ..registration import make_env_factory
 
     return make_env_factory(env_id, env_kwargs)()
 

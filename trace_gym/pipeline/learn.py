@@ -284,43 +284,65 @@ FORFEIT = "I am unable to continue with this request. ###STOP###"
 
 
 class ForfeitOnError:
-    """Wrap a policy so that a failure to act (e.g. a conversation longer than the model's
-    context) ends the agent's episode with a stop message instead of aborting the whole
-    evaluation; the episode is then scored as it stands.  ``forfeits`` counts them.
+    """Wrap a policy so that its failure to act ends that agent's episode with :data:`FORFEIT` (a stop
+    message, the episode then scored as it stands) instead of aborting the whole evaluation; ``forfeits``
+    lists them.
+
+    A full context is not a failure: :class:`~trace_gym.policies.base.ContextExceeded` passes through, and
+    the rollout ends those episodes as the env scores a truncated one (termination reason
+    ``context_length``), the one way a full context ends an episode.  Every feature the wrapper does not
+    change is the wrapped policy's (``policy_id``, ``accepts_seeds``, ``batchable``, ``batch_size``,
+    ``reset``, ``bind_env``, ``serve``, ...).  Under continuous serving (``serve``) the policy answers
+    through the episode queue itself, so a failure there stops the rollout as it would unwrapped.
     """
 
     def __init__(self, inner: Any):
         self.inner = inner
-        self.policy_id = inner.policy_id
-        self.accepts_seeds = bool(getattr(inner, "accepts_seeds", False))
-        self.batchable = bool(getattr(inner, "batchable", True))
         self.forfeits: list[str] = []
 
-    def reset(self, seed: int | None = None) -> None:
-        reset = getattr(self.inner, "reset", None)
-        if reset is not None:
-            reset(seed)
+    def __getattr__(self, name: str) -> Any:  # every feature the wrapper does not change
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    @property
+    def policy_id(self) -> str:
+        return self.inner.policy_id
+
+    @policy_id.setter
+    def policy_id(self, value: str) -> None:
+        self.inner.policy_id = value
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-        from ..policies.base import PolicyError
+        from ..policies.base import ContextExceeded, PolicyError
 
         try:
             return self.inner.act(messages, tools)
+        except ContextExceeded:
+            raise
         except PolicyError as exc:
             self.forfeits.append(str(exc)[:300])
             return FORFEIT
 
     def act_batch(self, requests: list[Any], seeds: list[int | None] | None = None) -> list[str]:
-        from ..policies.base import PolicyError, act_batch
+        from ..policies.base import ContextExceeded, PolicyError, act_batch
 
         try:
             return act_batch(self.inner, requests, seeds)
+        except ContextExceeded:
+            raise
         except PolicyError:  # answer one at a time so that only the failing episodes forfeit
-            out = []
+            out, full = [], []
             for i, (m, t) in enumerate(requests):
                 if seeds is not None and hasattr(self.inner, "reset"):
                     self.inner.reset(seeds[i])
-                out.append(self.act(m, t))
+                try:
+                    out.append(self.act(m, t))
+                except ContextExceeded as exc:
+                    full.append((i, exc))
+            if full:
+                raise ContextExceeded(str(full[0][1]), [i for i, _ in full], [e.lengths[0] if e.lengths else 0 for _, e in full],
+                                      full[0][1].limit) from full[0][1]
             return out
 
 

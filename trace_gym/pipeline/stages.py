@@ -264,52 +264,6 @@ class Calibration(StageOutput):
         return [e["calibration"] for e in self.envs if e.get("calibration")]
 
 
-def _play_groups(make: Callable[[], Any], policy: Any, seeds: list[int], samples: int, batch_size: int,
-                 on_episode: Callable[[float], None] | None) -> tuple[dict[int, list[float]], dict[int, str], list[str]]:
-    """``samples`` episodes per seed (policy seed ``seed * 1000 + sample``); a policy failure scores 0.
-
-    ``on_episode(reward)`` follows every episode.
-    """
-    from ..capabilities.calibrate import play_episode
-    from ..policies.base import PolicyError
-    from ..rollout import RolloutError, rollout_batch
-
-    rewards = {s: [0.0] * samples for s in seeds}
-    cases: dict[int, str] = {}
-    errors: list[str] = []
-    jobs = [(s, k) for s in seeds for k in range(samples)]
-    batched = batch_size > 1 and getattr(policy, "batchable", True) and hasattr(policy, "act_batch") and not hasattr(policy, "bind_env")
-    size = batch_size if batched else 1
-    envs = [make() for _ in range(min(size, len(jobs)))]
-    try:
-        for start in range(0, len(jobs), size):
-            chunk = jobs[start : start + size]
-            if not batched:
-                (s, k), = chunk
-                try:
-                    rewards[s][k], cases[s] = play_episode(envs[0], policy, s, k)
-                except PolicyError as exc:
-                    errors.append(str(exc)[:300])
-                if on_episode:
-                    on_episode(rewards[s][k])
-                continue
-            try:
-                trajs = rollout_batch(envs[: len(chunk)], policy, [s for s, _ in chunk], policy_seeds=[s * 1000 + k for s, k in chunk])
-            except RolloutError as exc:
-                errors.append(str(exc)[:300])
-                trajs = []
-            for (s, k), t in zip(chunk, trajs, strict=False):
-                rewards[s][k] = float(t.rewards[-1]) if t.rewards else 0.0  # the final step carries the reward
-                cases[s] = t.reset_info.get("case", "?")
-            for s, k in chunk:
-                if on_episode:
-                    on_episode(rewards[s][k])
-    finally:
-        for e in envs:
-            e.close()
-    return rewards, cases, errors
-
-
 def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int, seeds: int, samples: int,
                    env_kwargs: dict[str, Any], budget: RolloutBudget | None = None, batch_size: int = 1,
                    reference_seeds: int = 0, mastered: float | None = None,
@@ -333,7 +287,7 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
     row's ``difficulty`` then holds every knob value).  Each env's result is kept
     next to its spec (``<spec>.calibration.json``) and reused when the stage runs again.
     """
-    from ..capabilities.calibrate import CalibrationResult, ReferencePolicy, tune
+    from ..capabilities.calibrate import CalibrationResult, ReferencePolicy, play_groups, tune
 
     seed_list = [seed + s for s in range(seeds)]
     tuning = {"band": [float(band[0]), float(band[1])], "rounds": int(tune_rounds)} if band is not None and tune_rounds > 0 else None
@@ -369,7 +323,7 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
                     if on_episode:
                         on_episode(name)
 
-                rewards, cases, errors = _play_groups(make, loaded[0], seed_list, samples, batch_size, tick)
+                rewards, cases, errors = play_groups(make, loaded[0], seed_list, samples, slots=batch_size, on_episode=tick)
             model = CalibrationResult(e["env_id"], getattr(loaded[0], "policy_id", "policy"), seed_list, samples, knobs,
                                       rewards, cases, threshold)
             tuned, tune_played, tune_note = None, 0, None
@@ -385,7 +339,7 @@ def calibrate_envs(synthesis: Synthesis, policy: Callable[[], Any], *, seed: int
                     ref_kwargs["difficulty"] = tuned["difficulty"]
                 ref_make = capability_factory(e["spec"], ref_kwargs, None, "")
                 ref_seeds = list(range(reference_seeds))
-                r_rewards, r_cases, _ = _play_groups(ref_make, ReferencePolicy(), ref_seeds, 1, 1, None)
+                r_rewards, r_cases, _ = play_groups(ref_make, ReferencePolicy(), ref_seeds, 1, slots=1)
                 ref_summary = CalibrationResult(e["env_id"], "reference", ref_seeds, 1, knobs, r_rewards, r_cases,
                                                 threshold).summary()
             doc = {"seeds": seed_list, "samples": samples, "env_kwargs": kw, "model": model.summary(),

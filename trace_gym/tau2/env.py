@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from trace_gym.core.env import FEEDBACK_NAME, Episode, ToolEnv
+from trace_gym.core.env import FEEDBACK_NAME, EpisodeOpening, ToolEnv
 from trace_gym.core.spaces import DEFAULT_MAX_LENGTH
 from trace_gym.core.toolcalls import ParsedAction
 from trace_gym.core.tools import Tool, ToolError, ToolResult, ToolSet
@@ -240,7 +240,7 @@ class Tau2Env(ToolEnv):
         return call
 
     # ------------------------------------------------------------------ ToolEnv hooks
-    def _start(self, options: dict[str, Any]) -> Episode:
+    def _start(self, options: dict[str, Any]) -> EpisodeOpening:
         task = self._choose_task(options)  # first: a refused option changes nothing
         self._user_failure = None
         self._task = task
@@ -304,7 +304,7 @@ class Tau2Env(ToolEnv):
                 opening.extend(self._user_turn([self._traj[-1]]))
         info = {"domain": self.domain, "task_id": task.get("id"), "split": self.split, "solo_mode": self.solo_mode,
                 "user": type(self._user).__name__ if self._user is not None else None}
-        return Episode(system_prompt=system, tools=self._build_toolset(), messages=opening, info=info)
+        return EpisodeOpening(system_prompt=system, tools=self._build_toolset(), messages=opening, info=info)
 
     def _choose_task(self, options: dict[str, Any]) -> dict[str, Any]:
         if isinstance(options.get("task"), Mapping):

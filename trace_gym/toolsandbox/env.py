@@ -36,7 +36,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from trace_gym.core import Episode, ToolEnv, ToolResult, ToolSet
+from trace_gym.core import EpisodeOpening, ToolEnv, ToolResult, ToolSet
 
 from .catalog import Catalog, load_catalog
 from .data import thaw
@@ -206,7 +206,7 @@ class ToolSandboxEnv(ToolEnv):
             out.append((facing, name, schema))
         return out
 
-    def _start(self, options: dict[str, Any]) -> Episode:
+    def _start(self, options: dict[str, Any]) -> EpisodeOpening:
         distraction = options.get("distraction_tools", self._defaults["distraction_tools"])
         scramble = options.get("scramble", self._defaults["scramble"])
         self._check_augmentation(distraction, scramble)
@@ -224,7 +224,7 @@ class ToolSandboxEnv(ToolEnv):
         opening = [{"role": "user", "content": m} for m in scenario.first_user_messages]
         info = {"scenario": scenario.name, "categories": list(scenario.categories),
                 "agent_tools": [f for f, _, _ in tools]}
-        return Episode(system_prompt=scenario.agent_system_prompt, tools=toolset, messages=opening, info=info)
+        return EpisodeOpening(system_prompt=scenario.agent_system_prompt, tools=toolset, messages=opening, info=info)
 
     def _direct_call(self, facing: str) -> Any:
         def call(arguments: dict[str, Any]) -> str:

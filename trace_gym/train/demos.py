@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..episode import Episode
 from .chat import ChatRenderer
 
 __all__ = ["Demonstration", "DemoReport", "NoReferenceError", "build_demonstrations", "reference_episode",
@@ -93,8 +94,9 @@ def reference_episode(env: Any, task_id: str, *, env_id: str = "", seed: int = 0
     """
     from ..core.outcome import is_success, success_threshold
 
-    _, info = env.reset(seed=seed, options=_reset_options(env, task_id))
-    tools = list(info.get("tools") or [])
+    ep = Episode(env, "reference", seed, _reset_options(env, task_id))
+    ep.start()
+    tools = list(ep.tools or [])
     actions = list(_check_reference(env, env_id)())
     first_error = False
     if recover:
@@ -104,7 +106,7 @@ def reference_episode(env: Any, task_id: str, *, env_id: str = "", seed: int = 0
         actions = [actions[calls[-1]], *actions]
     reward, ended = 0.0, False
     for i, action in enumerate(actions):
-        _, reward, terminated, truncated, info = env.step(action)
+        _, reward, terminated, truncated, info = ep.apply(action)
         if i == 0:
             first_error = bool(info.get("tool_errors"))
         if terminated or truncated:
@@ -116,7 +118,7 @@ def reference_episode(env: Any, task_id: str, *, env_id: str = "", seed: int = 0
         return None, "the episode was still open after the last reference action"
     if not is_success(float(reward), success_threshold(env)):
         return None, f"the reference scored {reward}"
-    messages = [dict(m) for m in info.get("messages") or []]
+    messages = [dict(m) for m in ep.messages]
     while messages and messages[-1].get("role") != "assistant":  # what follows the last turn is never a target
         messages.pop()
     if not any(m.get("role") == "assistant" for m in messages):

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..episode import CONTEXT_LENGTH, Episode
 from .chat import ChatRenderer
 
 __all__ = ["EpisodeRequest", "Lockstep", "Sampled", "TokenEpisode", "GenerateFn", "prompt_messages", "run_token_episodes"]
@@ -85,10 +86,13 @@ class TokenEpisode:
 @dataclass(slots=True)
 class _Live:
     episode: TokenEpisode
-    env: Any
+    play: Episode  # the env's side of the episode: steps, cuts, the end-of-episode record
     n_messages: int  # length of info["messages"] before the current agent turn
     structured: bool
-    done: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.play.done
 
 
 def prompt_messages(obs: str, info: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
@@ -119,7 +123,9 @@ def run_token_episodes(
 
     ``context``: the model's context in tokens.  A turn never asks for more tokens than the
     room an episode has left; an episode with no room left ends as truncated (reason
-    ``context_length``), scored like any episode the trainer's limits cut.
+    ``context_length``), scored like any episode the trainer's limits cut.  Each episode is
+    played through :class:`trace_gym.episode.Episode` (its steps and its cut: the reward, and
+    ``reward_info`` with ``"cut"``, are what every cut episode of trace-gym records).
 
     ``lockstep`` (data-parallel runs whose sampler is a collective, such as TRL's vLLM server
     mode, which gathers every process's prompts at each call): every process then calls
@@ -136,7 +142,9 @@ def run_token_episodes(
         envs.append(env_factory())
     for req, env in zip(requests, envs, strict=False):
         options = {hint_option: bool(req.hint)} if req.hint is not None else None
-        obs, info = env.reset(seed=int(req.seed), options=options)
+        play = Episode(env, "token-episodes", int(req.seed), options)
+        play.start()
+        obs, info = play.observation, play.info
         messages, tools, structured = prompt_messages(obs, info)
         gen_ids = renderer.prompt_ids(messages, tools)
         hint_shown = bool(info.get("hint_shown", False))
@@ -144,7 +152,7 @@ def run_token_episodes(
         if hint_shown and isinstance(info.get("prompt_messages_without_hint"), list):
             loss_ids = renderer.prompt_ids(list(info["prompt_messages_without_hint"]), tools)
         ep = TokenEpisode(seed=int(req.seed), prompt_ids=loss_ids, generation_prompt_ids=gen_ids, hint_shown=hint_shown)
-        live.append(_Live(ep, env, len(messages), structured))
+        live.append(_Live(ep, play, len(messages), structured))
 
     turn_cap = max_turns if max_turns is not None else 1_000_000
     filler = [tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id]
@@ -154,7 +162,7 @@ def run_token_episodes(
                          if context is not None else max_new_tokens_per_turn) for x in active}
         for x in active:
             if rooms[id(x)] < 1:
-                _cut(x, truncated_reward, "context_length")
+                _cut(x, truncated_reward, CONTEXT_LENGTH)
         active = [x for x in active if not x.done]
         budgets = [max_completion_length - len(x.episode.completion_ids) for x in active]
         limits = [max(1, min(max_new_tokens_per_turn, b, rooms[id(x)])) for x, b in zip(active, budgets, strict=True)]
@@ -182,9 +190,8 @@ def run_token_episodes(
                 ep.logprobs.extend(logprobs[i][: len(out)])
             ep.turns += 1
             text = tok.decode(out, skip_special_tokens=True)
-            obs, reward, terminated, truncated, info = x.env.step(text)
+            obs, reward, terminated, truncated, info = x.play.apply(text)
             if terminated or truncated:
-                x.done = True
                 ep.reward = float(reward)
                 ep.reward_info = dict(info.get("reward_info") or {})
                 ep.terminated, ep.truncated = bool(terminated), bool(truncated)
@@ -214,18 +221,12 @@ def run_token_episodes(
 
 
 def _cut(x: _Live, reward: float | None, reason: str) -> None:
-    """End an episode the trainer's limits stopped: ``reward`` if given, else the env's score of it as
-    truncated (:meth:`~trace_gym.core.env.ToolEnv.truncate`; 0.0 for an env without that method)."""
-    x.done = True
+    """End an episode the trainer's limits stopped (:meth:`~trace_gym.episode.Episode.cut`): ``reward`` if
+    given, else the env's score of it as truncated (:meth:`~trace_gym.core.env.ToolEnv.truncate`; 0.0 for an
+    env without that method)."""
+    x.play.cut(reason, reward)
     ep = x.episode
     ep.truncated = True
     ep.termination_reason = reason
-    if reward is not None:
-        ep.reward = float(reward)
-        return
-    truncate = getattr(getattr(x.env, "unwrapped", x.env), "truncate", None)
-    if callable(truncate):
-        ep.reward, info = truncate()
-        ep.reward_info = dict(info)
-    else:
-        ep.reward = 0.0
+    ep.reward = x.play.final_reward
+    ep.reward_info = dict(x.play.traj.reward_info)

@@ -32,11 +32,12 @@ from typing import Any
 
 from ..compat import renamed_checkpointing_warnings_hidden
 from ..progress import reporting, track
+from ..registration import make_env_factory
 from .config import TrainConfig
 from .models import check_reporter, place_reports
 from .outputs import MANIFEST_NAME, MetricsLog, atomic_write_text, plot_learning_curve, update_manifest
 
-__all__ = ["train", "TrainResult", "latest_checkpoint", "checkpoint_rollout_state", "check_resume_config", "make_env_factory", "env_metadata"]
+__all__ = ["train", "TrainResult", "latest_checkpoint", "checkpoint_rollout_state", "check_resume_config", "env_metadata"]
 
 ROLLOUT_STATE = "trace_gym_rollouts.json"
 
@@ -54,21 +55,6 @@ class TrainResult:
     manifest_entry: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     rollout_stats: dict[str, int] = field(default_factory=dict)
-
-
-def make_env_factory(env_id: str, env_kwargs: dict[str, Any] | None = None) -> Callable[[], Any]:
-    """A factory for fresh instances of a registered Gymnasium env (env checker off: the trainer calls it a lot)."""
-    import gymnasium as gym
-
-    import trace_gym  # noqa: F401  (registers the trace/* ids)
-
-    kwargs = dict(env_kwargs or {})
-    gym.spec(env_id)  # fail early, with Gymnasium's message, on an unknown id
-
-    def factory() -> Any:
-        return gym.make(env_id, disable_env_checker=True, **kwargs)
-
-    return factory
 
 
 def env_metadata(env: Any) -> dict[str, Any]:

@@ -1,8 +1,10 @@
 import gymnasium as gym
+import pytest
 
+import tests.train.envs  # noqa: F401  (registers trace-test/train-*)
 from trace_gym.core.toolcalls import format_tool_call
+from trace_gym.integrations.records import MAX_STEPS, collect_episodes
 from trace_gym.policies.scripted import ScriptedPolicy
-from trace_gym.train.integration import collect_episodes
 
 
 def test_collect_episodes_with_a_plain_function():
@@ -35,17 +37,15 @@ def test_collect_episodes_with_a_policy_object_and_an_env_id():
 
 
 def test_collect_episodes_max_steps_cuts_long_episodes():
-    recs = collect_episodes("trace-test/train-multi-v0", lambda obs, info: "hm", seeds=[0], max_steps=1)
-    assert recs[0].truncated and recs[0].termination_reason == "collect_max_steps" and recs[0].steps == 1
-
-
-def test_env_metadata_of_a_capability_env(tau2_data):
-    from trace_gym.train.trainer import env_metadata
-
-    env_id = "trace/cap-refund-policy-v0"
-    assert env_id in gym.registry, f"{env_id} is not registered"
-    env = gym.make(env_id, disable_env_checker=True)
+    env = gym.make("trace-test/train-multi-v0", disable_env_checker=True)
+    recs = collect_episodes(env, lambda obs, info: "hm", seeds=[0], max_steps=1)
+    r = recs[0]
+    assert r.truncated and not r.terminated and r.termination_reason == MAX_STEPS == "collect_max_steps" and r.steps == 1
+    # scored as the env scores a truncated episode (the same rule as a rollout's cut), the score last in rewards
     env.reset(seed=0)
-    meta = env_metadata(env)
-    assert meta["capability"] == "cap-refund-policy"
-    assert isinstance(meta["spec_hash"], str) and len(meta["spec_hash"]) == 64
+    env.step("hm")
+    score, parts = env.unwrapped.truncate()
+    assert r.reward == r.rewards[-1] == score and len(r.rewards) == 2
+    assert r.reward_info == {**parts, "cut": MAX_STEPS}
+    with pytest.raises(ValueError, match="max_steps"):
+        collect_episodes(env, lambda obs, info: "hm", seeds=[0], max_steps=0)
