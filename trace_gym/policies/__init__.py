@@ -13,13 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Policy, PolicyError, Request, act_batch, reset_policy
+from .base import Policy, PolicyError, Request, act_batch, reset_policy, supports
 from .model_registry import model_spec
 from .scripted import ScriptedPolicy, ScriptExhausted, load_actions, parse_actions
+from .wrapper import PolicyWrapper
 
 __all__ = [
     "Policy",
     "PolicyError",
+    "PolicyWrapper",
     "Request",
     "ScriptedPolicy",
     "ScriptExhausted",
@@ -28,6 +30,7 @@ __all__ = [
     "parse_actions",
     "policy_from_spec",
     "reset_policy",
+    "supports",
 ]
 
 SPEC_HELP = ("scripted:FILE | hf:MODEL_OR_PATH | smollm2 | llamacpp:smollm2[@WEIGHTS] | llamacpp:FILE.gguf[@WEIGHTS] | "
