@@ -161,7 +161,7 @@ LAYERS: list[set[str]] = [
     {"demo", "compare"},  # front ends over the whole loop
     {"pipeline"},  # the loop's stages in order, their store
     {"analysis", "capabilities", "synthesis", "route", "eval"},  # TRACE's stages
-    {"episode", "serving", "rollout", "train", "integrations", "baselines"},  # playing and learning
+    {"episode", "batching", "rollout", "train", "integrations", "baselines"},  # playing and learning
     {"tau2", "toolsandbox", "policies"},  # the benchmark engines and the models
     {"trace_gym", "core", "llm", "trajectory", "registration", "env_reference", "testing", "adapters", "data", "io",
      "render", "compat", "progress"},  # foundations: the env contract, chat clients, files, formatting

@@ -4,7 +4,7 @@
 * :class:`EpisodeQueue` is the schedule of one rollout: one episode per seed, played through a
   few env slots, each slot starting its next episode as soon as its own ends.  Two runners play
   it: lock step (:func:`trace_gym.rollout.rollout_queue`: one policy call per turn for every
-  episode in play) and continuous serving (:func:`trace_gym.serving.serve_episodes`: a policy
+  episode in play) and continuous serving (:func:`trace_gym.batching.serve_episodes`: a policy
   with ``serve`` answers each action as soon as it is complete).  :func:`rollout_mode` says which
   one a rollout uses.
 """

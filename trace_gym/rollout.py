@@ -29,9 +29,9 @@ from typing import Any
 
 import gymnasium as gym
 
+from .batching import serve_episodes
 from .episode import CONTEXT_LENGTH, LOCK_STEP, SERVING, Episode, EpisodeQueue, RolloutError, mode_note, rollout_mode
 from .policies.base import ContextExceeded, Policy, PolicyError, act_batch
-from .serving import serve_episodes
 from .trajectory import Trajectory, episode_key
 
 __all__ = [
@@ -96,7 +96,7 @@ def rollout_queue(
       answers every episode in play, and the call waits for its longest action;
     * **continuous serving** (several slots and a policy with ``serve``): the policy answers each
       action as soon as it is complete and its episode steps at once
-      (:func:`~trace_gym.serving.serve_episodes`).
+      (:func:`~trace_gym.batching.serve_episodes`).
 
     The episodes, their order and their scoring are the same in both.  ``on_episode`` is called
     with each episode as it ends.  A :class:`~trace_gym.policies.base.ContextExceeded` from the

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.outcome import is_success
+from ..policies.wrapper import PolicyWrapper
 
 __all__ = [
     "CANDIDATE_KEY",
@@ -58,16 +59,15 @@ def _short_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
 
 
-class SystemPromptPolicy:
-    """A policy that sees ``instruction`` in place of the env's agent instruction."""
+class SystemPromptPolicy(PolicyWrapper):
+    """A policy that sees ``instruction`` in place of the env's agent instruction; every other feature is the
+    inner policy's (:class:`~trace_gym.policies.wrapper.PolicyWrapper`: no ``serve``, which would skip the rewrite)."""
 
     def __init__(self, inner: Any, instruction: str, anchor: str | None = None, policy_id: str | None = None):
-        self.inner = inner
+        super().__init__(inner)
         self.instruction = instruction
         self.anchor = anchor
         self.policy_id = policy_id or f"{getattr(inner, 'policy_id', 'policy')}+prompt:{_short_hash(instruction)}"
-        self.accepts_seeds = bool(getattr(inner, "accepts_seeds", False))
-        self.batchable = bool(getattr(inner, "batchable", True))
 
     def rewrite(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The conversation with the system message rewritten (a copy; the input is not changed)."""
@@ -82,11 +82,6 @@ class SystemPromptPolicy:
                 m["content"] = f"{self.instruction}\n\n{content}" if content else self.instruction
             return out
         return [{"role": "system", "content": self.instruction}, *out]
-
-    def reset(self, seed: int | None = None) -> None:
-        reset = getattr(self.inner, "reset", None)
-        if reset is not None:
-            reset(seed)
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
         return self.inner.act(self.rewrite(messages), tools)

@@ -61,17 +61,16 @@ BASELINES: dict[str, Callable[[], Any]] = {"reference": ReferencePolicy, "noop":
 
 
 def make_policy(spec: str | Any, **options: Any) -> Any:
-    """A baseline by name, any object with ``act``, or ``trace_gym.policies.policy_from_spec(spec)``."""
+    """A baseline by name (:data:`BASELINES`), any object with ``act``, or
+    :func:`trace_gym.policies.policy_from_spec(spec, **options) <trace_gym.policies.policy_from_spec>`."""
     if not isinstance(spec, str):
         if not callable(getattr(spec, "act", None)):
             raise TypeError(f"a policy needs an act(messages, tools) method; got {type(spec).__name__}")
         return spec
     if spec in BASELINES:
         return BASELINES[spec]()
-    try:
-        from ..policies import policy_from_spec
-    except ImportError as exc:  # pragma: no cover - the policies package ships with trace-gym
-        raise ValueError(f"unknown policy {spec!r} (built in: {sorted(BASELINES)}); trace_gym.policies unavailable: {exc}") from None
+    from ..policies import policy_from_spec
+
     return policy_from_spec(spec, **options)
 
 

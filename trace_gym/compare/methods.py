@@ -62,7 +62,9 @@ def _pristine(model: str, seed: int) -> tuple[Any, Any]:
 
 def load_base_policy(model: str, *, seed: int = 0, **gen: Any) -> Any:
     """A fresh base policy: ``tiny`` (random tiny Llama), ``smollm2``, ``hf:NAME`` or a folder/hub name, or a
-    server/script spec (``openai:URL#MODEL``, ``scripted:FILE``).
+    server/script spec (``openai:URL#MODEL``, ``scripted:FILE``): what
+    :func:`~trace_gym.policies.policy_from_spec` builds, except that a trainable model's weights come from
+    this module's cache.
 
     Local models are loaded once per process; each policy gets its own copy of the weights (on the GPU when
     there is one), because loading adapters modifies the model it is given.
@@ -87,9 +89,11 @@ def load_base_policy(model: str, *, seed: int = 0, **gen: Any) -> Any:
 
 
 def trainable(model: str) -> bool:
-    """Whether the trainer can put LoRA adapters on ``model`` (a transformers model, not a server, a script or a
-    llama.cpp policy)."""
-    return not model.startswith(("openai:", "scripted:", "llamacpp:"))
+    """Whether the trainer can put LoRA adapters on ``model`` (:func:`trace_gym.policies.kinds.trainable`: a
+    transformers model, not a server, a script or a llama.cpp policy)."""
+    from ..policies.kinds import trainable as kind_trainable
+
+    return kind_trainable(model)
 
 
 def train_model_name(model: str) -> str:

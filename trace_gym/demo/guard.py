@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..policies.base import ContextExceeded, Request, RequestQueue, act_batch
+from ..policies.wrapper import PolicyWrapper
 
 __all__ = ["ContextGuard", "chat_core"]
 
@@ -31,7 +32,7 @@ def chat_core(policy: Any) -> Any:
     return seen
 
 
-class ContextGuard:
+class ContextGuard(PolicyWrapper):
     """Counts the requests of ``inner`` (a chat-template model policy, :func:`chat_core`) that its
     context could not take (:attr:`fired`), each of which ends its episode; the policy's
     :class:`~trace_gym.policies.base.ContextExceeded` passes on to the rollout.  Every other feature
@@ -39,24 +40,15 @@ class ContextGuard:
     ``decisions``, ``serve``, ...)."""
 
     def __init__(self, inner: Any):
-        self.inner = inner
+        super().__init__(inner)
         self.core = chat_core(inner)
         self.fired = 0
 
     @property
-    def policy_id(self) -> str:
-        return self.inner.policy_id
-
-    @policy_id.setter
-    def policy_id(self, value: str) -> None:
-        self.inner.policy_id = value
-
-    def __getattr__(self, name: str) -> Any:  # decisions, names, ... of the wrapped policy
-        if name == "inner":
-            raise AttributeError(name)
-        if name == "serve":
-            return self._serving(self.inner.serve)
-        return getattr(self.inner, name)
+    def serve(self) -> Callable[[RequestQueue], None]:
+        """The wrapped policy's ``serve``, counting the requests it rejects (an :class:`AttributeError`, so no
+        ``serve`` here, when it has none)."""
+        return self._serving(self.inner.serve)
 
     def _serving(self, serve: Callable[[RequestQueue], None]) -> Callable[[RequestQueue], None]:
         guard = self

@@ -1,11 +1,15 @@
-"""Resolving evaluation policy specs: ``base``, ``adapter:NAME``, ``routed`` and every plain policy spec."""
+"""The evaluation's policy kinds, ``base``, ``adapter:NAME`` and ``routed`` (registered with
+:func:`~trace_gym.policies.kinds.register_policy_kind` when this module is imported), and
+:func:`resolve_policy`, the evaluation's defaults for them over the one policy factory."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-__all__ = ["resolve_policy", "EVAL_SPEC_HELP", "add_policy_options", "MAX_NEW_TOKENS", "default_adapters"]
+from ..policies.kinds import PolicyKind, model_policy_spec, policy_from_spec, register_policy_kind
+
+__all__ = ["resolve_policy", "EVAL_SPEC_HELP", "add_policy_options", "MAX_NEW_TOKENS", "default_adapters", "DEFAULT_MODEL"]
 
 MAX_NEW_TOKENS = 256  # an evaluated policy's generation limit per action unless --max-new-tokens (or a run) says
 
@@ -26,17 +30,70 @@ def add_policy_options(p: Any) -> None:
     p.add_argument("--greedy", action="store_true")
 
 
-def _base(model: str, gen: dict[str, Any]):
-    from ..policies import policy_from_spec
-    from ..policies.model_registry import model_spec
-
-    spec = model if ":" in model or model_spec(model) is not None else f"hf:{model}"
-    return policy_from_spec(spec, **gen)
+DEFAULT_MODEL = "smollm2"  # the base model of base/adapter:/routed unless --model (or a run) says
 
 
-def resolve_policy(spec: str, *, model: str | None = "smollm2", adapters: str | Path | None = "adapters",
+def _base(options: dict[str, Any]) -> Any:
+    """The base model the evaluation kinds act with (``options``: the spec's options less ``adapters`` and
+    ``router``)."""
+    model = options.pop("model", None) or DEFAULT_MODEL
+    return policy_from_spec(model_policy_spec(model), **options)
+
+
+def _no_argument(kind: str, rest: str) -> None:
+    if rest:
+        raise ValueError(f"{kind} takes no argument (got {kind}:{rest}); expected {EVAL_SPEC_HELP}")
+
+
+def _base_kind(rest: str, options: dict[str, Any]) -> Any:
+    _no_argument("base", rest)
+    options.pop("adapters", None)
+    options.pop("router", None)
+    model = options.get("model") or DEFAULT_MODEL
+    pol = _base(options)
+    pol.policy_id = f"base:{getattr(pol, 'policy_id', model)}"
+    return pol
+
+
+def _adapter_kind(name: str | None, options: dict[str, Any]) -> Any:
+    """``adapter:NAME`` (``name``), or ``routed`` (``name`` ``None``), over the adapters in ``options["adapters"]``."""
+    from ..policies.openai_compat import OpenAICompatPolicy
+    from ..route.policy import AdapterPolicy, RoutedPolicy, ServerRoutedPolicy
+    from ..route.registry import AdapterRegistry
+
+    adapters = default_adapters(options.pop("adapters", None))
+    router = options.pop("router", None) or "retrieval"
+    model = options.get("model") or DEFAULT_MODEL
+    registry = AdapterRegistry(Path(adapters) / "manifest.json")
+    base = _base(options)
+    served = isinstance(base, OpenAICompatPolicy)
+    if name is not None:
+        if served:  # a KeyError naming the registered adapters when NAME is not one
+            return base.with_model(registry[name].name, policy_id=f"adapter:{name}")
+        return AdapterPolicy(base, registry, fixed=name)
+    pol = None if served else AdapterPolicy(base, registry)
+    r = _router(router, adapters, base, pol, model)
+    mapping = {**{n: n for n in registry.names()}, **registry.by_capability()}
+    if served:
+        return ServerRoutedPolicy(base, r, registry.names(), mapping)
+    return RoutedPolicy(pol, r, mapping)
+
+
+def _routed_kind(rest: str, options: dict[str, Any]) -> Any:
+    _no_argument("routed", rest)
+    return _adapter_kind(None, options)
+
+
+# Every option goes on to the base model's spec, less ``model``, ``adapters`` and ``router``, the kinds' own.
+register_policy_kind(PolicyKind("base", "base", _base_kind, None))
+register_policy_kind(PolicyKind("adapter", "adapter:NAME", _adapter_kind, None))
+register_policy_kind(PolicyKind("routed", "routed", _routed_kind, None))
+
+
+def resolve_policy(spec: str, *, model: str | None = DEFAULT_MODEL, adapters: str | Path | None = "adapters",
                    router: str = "retrieval", **gen: Any):
-    """Build the policy an evaluation spec names.
+    """Build the policy an evaluation spec names: :func:`~trace_gym.policies.policy_from_spec`, with the
+    evaluation's kinds registered (by this module) and its base model, adapters folder and router.
 
     ``base`` is the base model (``model``: ``smollm2``, a hub name or folder, or any
     policy spec); ``adapter:NAME`` that model with one registered adapter active;
@@ -45,36 +102,9 @@ def resolve_policy(spec: str, *, model: str | None = "smollm2", adapters: str | 
     model (``openai:URL#BASE``) the adapters are the server's, by their registered names
     (vLLM's ``--lora-modules NAME=PATH``): ``adapter:NAME`` asks the server for model ``NAME``
     and ``routed`` is a :class:`~trace_gym.route.policy.ServerRoutedPolicy`.  ``None`` for ``model`` or
-    ``adapters`` means the default (``smollm2``, ``adapters``).
+    ``adapters`` means the default (``smollm2``, ``adapters``).  Any other spec is a plain policy spec.
     """
-    model = model or "smollm2"
-    adapters = default_adapters(adapters)
-    if spec == "base":
-        pol = _base(model, gen)
-        pol.policy_id = f"base:{getattr(pol, 'policy_id', model)}"
-        return pol
-    if spec.startswith("adapter:") or spec == "routed":
-        from ..policies.openai_compat import OpenAICompatPolicy
-        from ..route.policy import AdapterPolicy, RoutedPolicy, ServerRoutedPolicy
-        from ..route.registry import AdapterRegistry
-
-        registry = AdapterRegistry(Path(adapters) / "manifest.json")
-        base = _base(model, gen)
-        served = isinstance(base, OpenAICompatPolicy)
-        if spec.startswith("adapter:"):
-            name = spec.split(":", 1)[1]
-            if served:  # a KeyError naming the registered adapters when NAME is not one
-                return base.with_model(registry[name].name, policy_id=f"adapter:{name}")
-            return AdapterPolicy(base, registry, fixed=name)
-        pol = None if served else AdapterPolicy(base, registry)
-        r = _router(router, adapters, base, pol, model)
-        mapping = {**{n: n for n in registry.names()}, **registry.by_capability()}
-        if served:
-            return ServerRoutedPolicy(base, r, registry.names(), mapping)
-        return RoutedPolicy(pol, r, mapping)
-    from ..policies import policy_from_spec
-
-    return policy_from_spec(spec, **gen)
+    return policy_from_spec(spec, model=model, adapters=adapters, router=router, **gen)
 
 
 def default_adapters(adapters: str | Path | None) -> str | Path:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.outcome import is_success
+from ..policies.wrapper import PolicyWrapper
 from .budget import RolloutBudget
 from .stages import Rollouts, capability_factory
 from .store import StageOutput
@@ -283,7 +284,7 @@ def train_capability(env: dict[str, Any], name: str, adapters_dir: str | Path, *
 FORFEIT = "I am unable to continue with this request. ###STOP###"
 
 
-class ForfeitOnError:
+class ForfeitOnError(PolicyWrapper):
     """Wrap a policy so that its failure to act ends that agent's episode with :data:`FORFEIT` (a stop
     message, the episode then scored as it stands) instead of aborting the whole evaluation; ``forfeits``
     lists them.
@@ -296,22 +297,11 @@ class ForfeitOnError:
     through the episode queue itself, so a failure there stops the rollout as it would unwrapped.
     """
 
+    bypassable = ("serve",)  # serving answers through the episode queue: a failure there stops the rollout
+
     def __init__(self, inner: Any):
-        self.inner = inner
+        super().__init__(inner)
         self.forfeits: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:  # every feature the wrapper does not change
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    @property
-    def policy_id(self) -> str:
-        return self.inner.policy_id
-
-    @policy_id.setter
-    def policy_id(self, value: str) -> None:
-        self.inner.policy_id = value
 
     def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
         from ..policies.base import ContextExceeded, PolicyError

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["AdapterServer", "ContextExceeded", "Policy", "PolicyError", "Request", "RequestQueue", "act_batch",
-           "reset_policy"]
+__all__ = ["AdapterServer", "ContextExceeded", "FEATURES", "Policy", "PolicyError", "Request", "RequestQueue", "act_batch",
+           "reset_policy", "supports"]
 
 Request = tuple[list[dict[str, Any]], list[dict[str, Any]]]
 """One policy query: ``(messages, tools)``."""
@@ -64,23 +64,34 @@ class RequestQueue(Protocol):
 class Policy(Protocol):
     """Anything with a ``policy_id`` and an ``act`` method.
 
-    Optional extras, used when present:
+    ``act(messages, tools) -> str`` answers one query (the conversation as chat dicts and the
+    offered tool schemas) with one text action.  The optional features below are used when
+    present; ask for one with :func:`supports` rather than probing for the attribute:
 
-    * ``act_batch(requests) -> list[str]`` answers several queries at once (a GPU
-      policy batches them);
-    * ``reset(seed) -> None`` is called at the start of every episode;
-    * ``accepts_seeds = True`` makes ``act_batch`` receive ``seeds=`` (each request's
-      episode seed);
-    * ``batchable = False`` says the policy keeps per-episode state and cannot play
-      several episodes in lock step;
+    * ``act_batch(requests, seeds=None) -> list[str]`` answers several queries at once (a GPU
+      policy batches them), one action per request in order;
+    * ``accepts_seeds = True`` (default false) makes ``act_batch`` receive ``seeds=`` (each
+      request's episode seed), so that sampling can depend on the episode;
+    * ``batchable = False`` (default true) says the policy keeps per-episode state and cannot
+      play several episodes in lock step: a rollout plays its episodes one at a time;
+    * ``reset(seed) -> None`` is called at the start of every episode with its seed;
+    * ``bind_env(env) -> None`` is called with the env once each episode is reset, before the
+      first ``act``, for a policy that reads the env itself (a baseline playing the episode's
+      reference solution); calibration plays such a policy one episode at a time;
     * ``serve(queue) -> None`` answers requests continuously (:class:`RequestQueue`): each
       action as soon as it is complete, while the others go on, so that a rollout of
       several episodes never waits for a batch's longest action.
+
+    A wrapper around a policy (:class:`~trace_gym.policies.wrapper.PolicyWrapper`) forwards the
+    features it does not change.
 
     Errors: :class:`PolicyError` when no action can be produced (the rollout stops);
     :class:`ContextExceeded` (a ``PolicyError``) when some requests no longer fit the
     model's context: it names them, nothing was generated, and a rollout ends just those
     episodes as truncated (termination reason ``context_length``) and asks again for the rest.
+    ``act_batch`` returning another number of actions than requests is a :class:`PolicyError`
+    (raised by :func:`act_batch`); ``serve`` raises as :class:`RequestQueue` describes.
+    ``reset`` and ``bind_env`` raise nothing of their own.
     """
 
     policy_id: str
@@ -113,6 +124,28 @@ class AdapterServer(Protocol):
     def serve(self, queue: RequestQueue) -> None: ...
 
 
+# The optional features of a policy: methods (present when callable) and flags (with their default).
+_METHODS = ("act_batch", "reset", "bind_env", "serve")
+_FLAGS = {"accepts_seeds": False, "batchable": True}
+FEATURES = (*_METHODS, *_FLAGS)
+"""The optional features :class:`Policy` lists, by name."""
+
+
+def supports(policy: Any, feature: str) -> bool:
+    """Whether ``policy`` has the optional ``feature`` (one of :data:`FEATURES`).
+
+    A method feature (``act_batch``, ``reset``, ``bind_env``, ``serve``) is there when the policy
+    has it callable; a flag (``accepts_seeds``, ``batchable``) is the policy's value, or its
+    default (``accepts_seeds`` false, ``batchable`` true) when the policy says nothing.
+    An unknown ``feature`` is a ``ValueError``.
+    """
+    if feature in _FLAGS:
+        return bool(getattr(policy, feature, _FLAGS[feature]))
+    if feature in _METHODS:
+        return callable(getattr(policy, feature, None))
+    raise ValueError(f"unknown policy feature {feature!r}; the features are {', '.join(FEATURES)}")
+
+
 def act_batch(policy: Policy, requests: Sequence[Request], seeds: Sequence[int | None] | None = None) -> list[str]:
     """Answer ``requests`` with ``policy.act_batch`` when it has one, else one ``act`` at a time.
 
@@ -121,13 +154,12 @@ def act_batch(policy: Policy, requests: Sequence[Request], seeds: Sequence[int |
     """
     if not requests:
         return []
-    batch = getattr(policy, "act_batch", None)
-    if batch is None:
+    if not supports(policy, "act_batch"):
         return [policy.act(m, t) for m, t in requests]
-    if seeds is not None and getattr(policy, "accepts_seeds", False):
-        out = list(batch(list(requests), seeds=list(seeds)))
+    if seeds is not None and supports(policy, "accepts_seeds"):
+        out = list(policy.act_batch(list(requests), seeds=list(seeds)))  # type: ignore[attr-defined]
     else:
-        out = list(batch(list(requests)))
+        out = list(policy.act_batch(list(requests)))  # type: ignore[attr-defined]
     if len(out) != len(requests):
         raise PolicyError(f"{policy.policy_id}: act_batch returned {len(out)} actions for {len(requests)} requests")
     return out
@@ -135,6 +167,5 @@ def act_batch(policy: Policy, requests: Sequence[Request], seeds: Sequence[int |
 
 def reset_policy(policy: Policy, seed: int | None) -> None:
     """Call ``policy.reset(seed)`` if the policy keeps per-episode state."""
-    reset = getattr(policy, "reset", None)
-    if reset is not None:
-        reset(seed)
+    if supports(policy, "reset"):
+        policy.reset(seed)  # type: ignore[attr-defined]

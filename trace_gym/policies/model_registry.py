@@ -12,7 +12,7 @@ of one's own (:func:`register_model`) gives it the same short name everywhere::
 
 Error contract: :func:`require_model` raises :class:`KeyError` naming the registered models; registering a
 name twice raises :class:`ValueError` unless ``replace=True``.  Loaders raise what their backend raises
-(:class:`~trace_gym.policies.hf.ModelUnavailableError` when a model's package is not installed).
+(:class:`~trace_gym.policies.hf_models.ModelUnavailableError` when a model's package is not installed).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..policies.base import AdapterServer, ContextExceeded, RequestQueue
 from ..policies.lora_merge import mergeable, merged_weights
+from ..policies.wrapper import PolicyWrapper
 from .base import NO_ADAPTER, Router, first_user_message, tool_names
 from .registry import AdapterRegistry
 
@@ -32,7 +33,7 @@ class AdapterError(ValueError):
     """An adapter cannot serve the loaded base model (another model's adapter, a damaged folder)."""
 
 
-class AdapterPolicy:
+class AdapterPolicy(PolicyWrapper):
     """A policy with several LoRA adapters; ``use(name)`` picks one (or none: the base model).
 
     ``AdapterPolicy(base, registry, names=None, fixed=None, merge=True)`` builds the kind ``base``
@@ -42,7 +43,8 @@ class AdapterPolicy:
     over the base's ``transformers`` model (an :class:`~trace_gym.policies.hf.HFPolicy`).
     ``names``: the registered adapters to load (default: all); ``fixed``: the one adapter this
     policy acts with.  An adapter made for another base model raises :class:`AdapterError`;
-    :meth:`use` of a name not loaded raises ``KeyError``.
+    :meth:`use` of a name not loaded raises ``KeyError``.  A :class:`~trace_gym.policies.wrapper.PolicyWrapper`
+    of ``base`` (:attr:`base`): what it does not define is the base policy's.
     """
 
     accepts_seeds = True
@@ -56,7 +58,8 @@ class AdapterPolicy:
 
     def __init__(self, base: Any, registry: AdapterRegistry, names: list[str] | None = None, fixed: str | None = None,
                  *, merge: bool = True):
-        self.base, self.registry = base, registry
+        super().__init__(base)
+        self.registry = registry
         names = names or registry.names()
         if not names:
             raise ValueError(f"{registry.manifest} lists no adapters")
@@ -64,6 +67,11 @@ class AdapterPolicy:
             raise KeyError(f"adapter {fixed!r} not loaded; loaded: {names}")
         self.names, self.fixed, self.active = names, fixed, NO_ADAPTER
         self.policy_id = f"adapter:{fixed}" if fixed else "adapters"
+
+    @property
+    def base(self) -> Any:
+        """The base policy the adapters are put on."""
+        return self.inner
 
     def _check_name(self, name: str) -> None:
         if name != NO_ADAPTER and name not in self.names:
@@ -220,18 +228,25 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-class RoutedPolicy:
-    """Route once per conversation, then act with the chosen adapter."""
+class RoutedPolicy(PolicyWrapper):
+    """Route once per conversation, then act with the chosen adapter (a
+    :class:`~trace_gym.policies.wrapper.PolicyWrapper` of :attr:`adapters`)."""
 
     accepts_seeds = True
 
     def __init__(self, adapters: AdapterPolicy, router: Router, label_to_adapter: dict[str, str] | None = None):
-        self.adapters, self.router = adapters, router
+        super().__init__(adapters)
+        self.router = router
         self.label_to_adapter = label_to_adapter or {n: n for n in adapters.names}
         self.policy_id = f"routed:{router.name}"
         self.decisions: list[dict[str, Any]] = []
         self._cache: dict[tuple[Any, str], str] = {}
         self._seed: int | None = None
+
+    @property
+    def adapters(self) -> Any:
+        """The adapters routed between (an :class:`AdapterPolicy`, or :class:`ServerAdapters`)."""
+        return self.inner
 
     def reset(self, seed: int | None = None) -> None:
         self._seed = seed

@@ -261,7 +261,7 @@ class LlamaCppSampler:
     ``generate`` honours (see :func:`fast_sampling`) are a :class:`ValueError`.  The
     sampler's logits are the trained model's up to float rounding (bfloat16 weights,
     llama.cpp's kernels): the episodes are on-policy to that precision, with no importance
-    correction.  Errors: :class:`~trace_gym.policies.base.ModelUnavailableError` without
+    correction.  Errors: :class:`~trace_gym.policies.hf_models.ModelUnavailableError` without
     ``llama-cpp-python`` or the file; :class:`ValueError` for a model whose trained
     parameters llama.cpp cannot apply as a LoRA (trained embeddings, head or whole modules, or a
     model trained without LoRA).

@@ -1,4 +1,6 @@
-"""Rollouts with a continuously serving policy (``policy.serve``, :class:`~trace_gym.policies.base.RequestQueue`).
+"""Continuous batching: rollouts with a continuously serving policy (``policy.serve``,
+:class:`~trace_gym.policies.base.RequestQueue`).  (The env server, ``trace-gym serve``, is
+:mod:`trace_gym.integrations.openenv`'s.)
 
 :func:`~trace_gym.rollout.rollout_queue` hands a policy that can serve its episodes' requests
 (:data:`~trace_gym.episode.SERVING`) the :class:`~trace_gym.episode.EpisodeQueue` as a request
