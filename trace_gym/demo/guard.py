@@ -45,6 +45,14 @@ class ContextGuard(PolicyWrapper):
         self.fired = 0
 
     @property
+    def policy_id(self) -> str:
+        return self.inner.policy_id
+
+    @policy_id.setter
+    def policy_id(self, value: str) -> None:  # the guard is transparent: naming it names the policy it guards
+        self.inner.policy_id = value
+
+    @property
     def serve(self) -> Callable[[RequestQueue], None]:
         """The wrapped policy's ``serve``, counting the requests it rejects (an :class:`AttributeError`, so no
         ``serve`` here, when it has none)."""
