@@ -106,3 +106,31 @@ def test_a_detached_prompt_warm_start_lowers_the_loss(tmp_path, demos):
 def test_an_unknown_sft_prefix_mode_is_refused():
     with pytest.raises(ConfigError, match="sft_prefix_grad"):
         TrainConfig(sft_prefix_grad="partial").validate()
+
+
+def test_the_head_projects_only_the_scored_positions(demos):
+    """The loss's logits are the scored tokens' only (the memory of an SFT batch), with the full head's value and
+    gradient."""
+    from trace_gym.train.shared_prefix import scored_nll
+
+    peft, tok = _lora_model()
+    ids, mask, labels = _batch(tok, demos)
+    targets = labels[:, 1:]
+    rows: list[int] = []
+    head = peft.get_base_model().get_output_embeddings()
+    hook = head.register_forward_hook(lambda _m, _i, out: rows.append(out.reshape(-1, out.size(-1)).size(0)))
+    try:
+        peft.zero_grad()
+        kept = scored_nll(peft, {"input_ids": ids, "attention_mask": mask}, targets)
+        kept.backward()
+        kept_grads = _grads(peft)
+    finally:
+        hook.remove()
+    assert rows == [int(targets.ne(-100).sum())] and rows[0] < ids.numel() // 2
+    peft.zero_grad()
+    full = peft(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+    whole = torch.nn.functional.cross_entropy(full.reshape(-1, full.size(-1)), targets.reshape(-1), ignore_index=-100,
+                                              reduction="sum")
+    whole.backward()
+    assert float(kept) == pytest.approx(float(whole), rel=1e-5)
+    assert all(torch.allclose(kept_grads[n], g, rtol=1e-4, atol=1e-6) for n, g in _grads(peft).items())

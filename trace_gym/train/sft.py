@@ -74,6 +74,8 @@ def demo_loss(model: Any, rows: Sequence[dict[str, Any]]) -> float:
     """Mean negative log-likelihood per assistant token of tokenized demonstrations (no gradient)."""
     import torch
 
+    from .shared_prefix import scored_nll
+
     device = next(model.parameters()).device
     total, count = 0.0, 0
     was_training = model.training
@@ -84,9 +86,7 @@ def demo_loss(model: Any, rows: Sequence[dict[str, Any]]) -> float:
             mask = torch.tensor(row["assistant_masks"][1:], device=device, dtype=torch.bool)
             if not bool(mask.any()):
                 continue
-            logits = model(input_ids=ids).logits[0, :-1].float()
-            nll = torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="none")
-            total += float(nll[mask].sum())
+            total += float(scored_nll(model, {"input_ids": ids}, torch.where(mask, ids[0, 1:], -100)[None]))
             count += int(mask.sum())
     if was_training:
         model.train()
