@@ -28,7 +28,7 @@ def test_a_stored_episode_becomes_a_demonstration(tmp_path):
     from trace_gym.core.outcome import is_success
     from trace_gym.eval.floor import RefusalPolicy
     from trace_gym.pipeline import RolloutJob, Target, play_rollouts
-    from trace_gym.pipeline.learn import base_successes
+    from trace_gym.pipeline.training import base_successes
     from trace_gym.train.demos import episode_demonstration
 
     target = Target("trace/toolsandbox-v0", {"max_steps": 3}, success=0.7)

@@ -18,7 +18,7 @@ need("trl")
 need("peft")
 
 from trace_gym.pipeline.budget import RolloutBudget  # noqa: E402
-from trace_gym.pipeline.learn import train_capability  # noqa: E402
+from trace_gym.pipeline.training import train_capability  # noqa: E402
 
 pytestmark = [pytest.mark.model, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -83,7 +83,7 @@ def test_demonstrations_beyond_the_budget_are_refused_before_training(toolsandbo
 def test_rehearsal_adds_the_shared_warm_starts_episodes_without_charging_them(toolsandbox_data, tmp_path):
     """``Rehearsal``: an adapter's SFT also trains on the episodes the shared warm start was made from (the same
     envs, tasks and seed), so it keeps what that start taught; they were played once already and are not charged."""
-    from trace_gym.pipeline.learn import Rehearsal
+    from trace_gym.pipeline.training import Rehearsal
     from trace_gym.train.demos import build_demonstrations
 
     other = "trace/cap-ts-insufficient-information-v0"
@@ -110,7 +110,7 @@ def test_the_warm_start_rehearsal_and_the_base_models_episodes_compose(toolsandb
 
     from trace_gym.eval.floor import RefusalPolicy
     from trace_gym.pipeline import RolloutJob, Target, play_rollouts
-    from trace_gym.pipeline.learn import Rehearsal, base_successes
+    from trace_gym.pipeline.training import Rehearsal, base_successes
 
     target = Target("trace/toolsandbox-v0", {"max_steps": 3}, success=0.7)
     tasks = [t for t in target.task_ids("train") if t.endswith("insufficient_information")][:1]
@@ -134,10 +134,10 @@ def test_each_adapter_rehearses_the_other_adapters_demonstrations_charged_once(t
     from (the same reference episodes of its env), for as many passes as over its own (sft_max_steps × 2 envs);
     each env's demonstrations are charged once, to its own adapter's stage."""
     from trace_gym.pipeline import Target, TracePlan
-    from trace_gym.pipeline.learn import adapter_demonstrations, adapter_train_config
     from trace_gym.pipeline.loop import _train_all
     from trace_gym.pipeline.settings import CalibrationSettings, RoutingSettings, TrainingSettings
     from trace_gym.pipeline.stages import Calibration, capability_factory
+    from trace_gym.pipeline.training import adapter_demonstrations, adapter_train_config
 
     other = {"capability": "ts-multiple-tool-call", "env_id": "trace/cap-ts-multiple-tool-call-v0",
              "spec": str(ROOT / "envs" / "cap-ts-multiple-tool-call.yaml")}

@@ -10,9 +10,9 @@ import pytest
 
 from tests.extras import need
 from trace_gym.pipeline import RolloutJob, Target
-from trace_gym.pipeline.learn import TrainedAdapter
 from trace_gym.pipeline.routing import build_router, held_out_routing
 from trace_gym.pipeline.stages import analyze, play_rollouts, synthesize_envs
+from trace_gym.pipeline.training import TrainedAdapter
 
 ENV_ID = "trace/tau2-retail-v0"
 

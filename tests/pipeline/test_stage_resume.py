@@ -19,7 +19,7 @@ need("peft")
 
 from trace_gym.pipeline import learn  # noqa: E402
 from trace_gym.pipeline.budget import RolloutBudget  # noqa: E402
-from trace_gym.pipeline.learn import STAGE_SAVE_STEPS, adapter_train_config, kept_rollouts, train_capability  # noqa: E402
+from trace_gym.pipeline.training import STAGE_SAVE_STEPS, adapter_train_config, kept_rollouts, train_capability  # noqa: E402
 
 pytestmark = [pytest.mark.model, pytest.mark.usefixtures("one_torch_thread")]
 

@@ -76,7 +76,7 @@ def test_gpu_preset_goes_through_to_trl_and_vllm(tmp_path, monkeypatch):
     (One GRPO step through the same path is ``tests/train/test_vllm.py``'s.)"""
     from trl import GRPOTrainer
 
-    from trace_gym.pipeline.learn import adapter_train_config
+    from trace_gym.pipeline.training import adapter_train_config
     from trace_gym.registration import make_env_factory
     from trace_gym.train.rollout_func import env_reward, seed_dataset, seed_prompt
     from trace_gym.train.trainer import _grpo_args, _model_with_lora, _rollout_function

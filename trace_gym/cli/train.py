@@ -308,8 +308,8 @@ def _train_in_folder(args: argparse.Namespace, cfg: Any, *, sft: bool) -> int:
     from trace_gym.cli import UsageError
     from trace_gym.cli.runs import need, open_run, refuse_with_run, run_stage, trainable_model, use_run_specs
     from trace_gym.pipeline import Calibration, Rehearsal, Rollouts, Training, adapter_name, train_capability
-    from trace_gym.pipeline.learn import base_successes
     from trace_gym.pipeline.stages import env_kwargs_for
+    from trace_gym.pipeline.training import base_successes
     from trace_gym.progress import reporting
     from trace_gym.train.config import TrainConfig
 

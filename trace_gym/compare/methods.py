@@ -16,8 +16,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ..pipeline.learn import FORFEIT, ForfeitOnError, plan_train_steps, train_adapter, worst_rollouts_per_step
+from ..pipeline.evaluation import FORFEIT, ForfeitOnError
 from ..pipeline.stages import capability_factory
+from ..pipeline.training import plan_train_steps, train_adapter, worst_rollouts_per_step
 from .budget import BudgetedEnv, RolloutBudget
 
 __all__ = [
@@ -265,11 +266,11 @@ def target_factory(env_id: str, env_kwargs: dict[str, Any], budget: RolloutBudge
 
 def held_out_routing_of(trace: dict[str, Any], base_store: str | Path, *, seed: int = 0) -> dict[str, Any] | None:
     """Where TRACE's router sends the held-out tasks, against the analysis labels of the base model's episodes on
-    them (:func:`trace_gym.pipeline.learn.held_out_routing`); ``None`` without a router index or base episodes."""
+    them (:func:`trace_gym.pipeline.routing.held_out_routing`); ``None`` without a router index or base episodes."""
     from ..eval.floor import RefusalPolicy
-    from ..pipeline.learn import TrainedAdapter
     from ..pipeline.routing import held_out_routing
     from ..pipeline.stages import Analysis
+    from ..pipeline.training import TrainedAdapter
     from ..rollout import TrajectoryStore
 
     index = (trace.get("routing") or {}).get("index")

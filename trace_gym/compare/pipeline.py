@@ -199,7 +199,7 @@ def _rehearsal(cfg: CompareConfig) -> Any:
     settings = _warm_settings(cfg) if cfg.cap_rehearsal else None
     if settings is None:
         return None
-    from ..pipeline.learn import Rehearsal
+    from ..pipeline.training import Rehearsal
 
     return Rehearsal(tuple(settings.envs), settings.seeds_per_env, settings.seed)
 

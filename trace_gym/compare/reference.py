@@ -105,9 +105,9 @@ def train_joint(cfg: Any, trace: dict[str, Any], root: Path, plan: Any) -> dict[
     (``adapter_choice``), that one is the row; otherwise it is trained here under ``<root>/joint/adapters/joint``
     (:func:`trace_gym.pipeline.joint.train_joint`)."""
     from ..pipeline.joint import train_joint as train_one
-    from ..pipeline.learn import TrainedAdapter
     from ..pipeline.loop import rehearsal_of
     from ..pipeline.stages import Rollouts
+    from ..pipeline.training import TrainedAdapter
     from ..train.outputs import read_manifest
 
     if trace.get("joint"):

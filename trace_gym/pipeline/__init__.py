@@ -9,11 +9,11 @@
 2. **analysis** — the capabilities failed trajectories lack (:func:`~trace_gym.pipeline.stages.analyze`);
 3. **synthesis** — one capability env per chosen capability (:func:`~trace_gym.pipeline.stages.synthesize_envs`);
 4. **calibration** — the base model's score on each (:func:`~trace_gym.pipeline.stages.calibrate_envs`);
-5. **training** — one GRPO+LoRA adapter per env to learn (:func:`~trace_gym.pipeline.learn.train_capability`);
+5. **training** — one GRPO+LoRA adapter per env to learn (:func:`~trace_gym.pipeline.training.train_capability`);
 6. **routing** — the index that picks an adapter, or none, per conversation
-   (:func:`~trace_gym.pipeline.learn.build_router`);
-7. **evaluation** — pass^k of any policy on held-out tasks (:func:`~trace_gym.pipeline.learn.evaluate_policy`,
-   :func:`~trace_gym.pipeline.learn.evaluate_policies` for several side by side; graded targets are
+   (:func:`~trace_gym.pipeline.routing.build_router`);
+7. **evaluation** — pass^k of any policy on held-out tasks (:func:`~trace_gym.pipeline.evaluation.evaluate_policy`,
+   :func:`~trace_gym.pipeline.evaluation.evaluate_policies` for several side by side; graded targets are
    also reported per group as mean reward and perfect count, :mod:`~trace_gym.eval.scores`).
 
 :class:`~trace_gym.pipeline.folder.RunFolder` is where a run's files live (the command line's stage verbs
@@ -29,22 +29,14 @@ success threshold; success is :func:`trace_gym.core.outcome.is_success` and pass
 
 from ..eval.scores import attach_scores, bootstrap_mean, graded_scores, scores_table
 from .budget import BudgetedEnv, BudgetExceeded, RolloutBudget
-from .folder import RunError, RunFolder
-from .learn import (
+from .evaluation import (
     FORFEIT,
     Evaluation,
     ForfeitOnError,
-    Rehearsal,
-    TrainedAdapter,
-    Training,
     evaluate_policies,
     evaluate_policy,
-    kept_rollouts,
-    plan_train_steps,
-    train_adapter,
-    train_capability,
-    worst_rollouts_per_step,
 )
+from .folder import RunError, RunFolder
 from .loop import STAGES, TracePlan, TraceRun, adapter_name, run_trace, training_reserve
 from .routing import Routing, build_router
 from .stages import (
@@ -62,6 +54,16 @@ from .stages import (
 )
 from .store import StageOutput, StageRecord, StageStore
 from .target import Target
+from .training import (
+    Rehearsal,
+    TrainedAdapter,
+    Training,
+    kept_rollouts,
+    plan_train_steps,
+    train_adapter,
+    train_capability,
+    worst_rollouts_per_step,
+)
 from .warm import WarmStart, WarmStartMismatch, WarmStartSettings, finished_warm_start, run_warm_start
 
 __all__ = [

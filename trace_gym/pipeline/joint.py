@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .learn import Rehearsal, TrainedAdapter, adapter_train_config, replayed_demonstrations
+from .training import Rehearsal, TrainedAdapter, adapter_train_config, replayed_demonstrations
 
 __all__ = ["JOINT_NAME", "train_joint"]
 

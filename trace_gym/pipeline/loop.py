@@ -6,7 +6,7 @@ capability (3. synthesis), scores the base model on each (4. calibration), train
 LoRA adapter per env it has not mastered (5. training) and builds the router that sends
 each conversation to an adapter or to none (6. routing; with ``router_outcomes`` it also learns from which of
 the base model and each adapter scored best on train tasks, :mod:`trace_gym.pipeline.outcomes`).  Evaluation (7.) of the routed
-adapters against the base model is :func:`trace_gym.pipeline.learn.evaluate_policy`,
+adapters against the base model is :func:`trace_gym.pipeline.evaluation.evaluate_policy`,
 which the front-ends call for every policy they compare.
 
 Every stage goes through one :class:`~trace_gym.pipeline.store.StageStore`, so a killed
@@ -26,15 +26,6 @@ from typing import Any
 
 from .budget import RolloutBudget
 from .folder import RunFolder
-from .learn import (
-    Rehearsal,
-    Training,
-    base_successes,
-    plan_train_steps,
-    replayed_demonstrations,
-    train_capability,
-    worst_rollouts_per_step,
-)
 from .outcomes import OutcomeRouting
 from .routing import Routing, build_router
 from .settings import AnalysisSettings, CalibrationSettings, RoutingSettings, SynthesisSettings, TrainingSettings
@@ -52,6 +43,15 @@ from .stages import (
 )
 from .store import StageStore
 from .target import Target
+from .training import (
+    Rehearsal,
+    Training,
+    base_successes,
+    plan_train_steps,
+    replayed_demonstrations,
+    train_capability,
+    worst_rollouts_per_step,
+)
 
 __all__ = ["TracePlan", "TraceRun", "run_trace", "training_reserve", "rehearsal_of", "STAGES"]
 
@@ -295,7 +295,7 @@ def _train_all(plan: TracePlan, calibration: Calibration, rehearsal: Rehearsal |
 
 def _peer_demonstrations(plan: TracePlan, todo: list[dict[str, Any]], share: int | None) -> dict[str, list[Any]]:
     """Per capability to learn, the demonstrations its own adapter's SFT is built from (the reference episodes of
-    its env, as :func:`~trace_gym.pipeline.learn.adapter_demonstrations` draws them), for the other adapters to
+    its env, as :func:`~trace_gym.pipeline.training.adapter_demonstrations` draws them), for the other adapters to
     rehearse; replayed from the envs' reference solutions without a budget, since each adapter's own stage charges
     them.  Only the envs whose adapter gets demonstrations (its share covers them) take part."""
     training = plan.training

@@ -1,6 +1,6 @@
 """Routing learned from outcomes: which of the base model and each adapter scored best on train scenarios.
 
-The routing stage (:func:`~trace_gym.pipeline.learn.build_router`) with ``router_outcomes`` N > 0 plays each
+The routing stage (:func:`~trace_gym.pipeline.training.build_router`) with ``router_outcomes`` N > 0 plays each
 trained adapter on the first N train tasks that the base model's rollouts played (:func:`outcome_jobs`), each with
 the seed and reset options of that task's first base episode, through budgeted target envs charged to the routing
 stage one rollout each (:func:`play_outcomes`).  :func:`label_outcomes` then labels each scenario with whichever

@@ -19,11 +19,11 @@ from typing import Any
 from ..core.outcome import is_success
 from .budget import RolloutBudget
 from .gate import build_gate
-from .learn import TrainedAdapter
 from .selection import PER_CAPABILITY
 from .stages import Analysis, Rollouts, capability_factory
 from .store import StageOutput
 from .target import Target
+from .training import TrainedAdapter
 
 __all__ = ["Routing", "build_router", "held_out_routing"]
 
