@@ -17,7 +17,7 @@ torch = need("torch")
 need("trl")
 need("peft")
 
-from trace_gym.pipeline import learn  # noqa: E402
+from trace_gym.pipeline import training  # noqa: E402
 from trace_gym.pipeline.budget import RolloutBudget  # noqa: E402
 from trace_gym.pipeline.training import STAGE_SAVE_STEPS, adapter_train_config, kept_rollouts, train_capability  # noqa: E402
 
@@ -54,7 +54,7 @@ def test_a_killed_adapter_training_resumes_from_its_checkpoint(toolsandbox_data,
     assert full.steps == 3 and full.rollouts == 6
 
     # the same training, killed while it plays step 3 (after the checkpoint of step 2)
-    real = learn.capability_factory
+    real = training.capability_factory
     episodes = {"n": 0}
 
     class DiesOnThirdStep(gym.Wrapper):
@@ -68,11 +68,11 @@ def test_a_killed_adapter_training_resumes_from_its_checkpoint(toolsandbox_data,
         inner = real(spec, env_kwargs, budget, stage)
         return lambda: DiesOnThirdStep(inner())
 
-    monkeypatch.setattr(learn, "capability_factory", dying)
+    monkeypatch.setattr(training, "capability_factory", dying)
     budget = RolloutBudget(50, tmp_path / "cut.json")
     with pytest.raises(Killed):
         _train(tmp_path / "cut", budget)
-    monkeypatch.setattr(learn, "capability_factory", real)
+    monkeypatch.setattr(training, "capability_factory", real)
     out = tmp_path / "cut" / "cap-a"
     assert (out / "checkpoints" / "checkpoint-2").is_dir() and not (out / "adapter_model.safetensors").exists()
     assert kept_rollouts(out) == 4
