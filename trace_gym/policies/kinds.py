@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .base import Policy
-from .model_registry import model_spec
+from .model_registry import model_spec, register_named
 
 __all__ = ["PolicyKind", "register_policy_kind", "policy_kind", "policy_kinds", "policy_from_spec", "spec_help",
            "model_policy_spec", "trainable", "MODEL_KIND"]
@@ -63,12 +63,7 @@ _KINDS: dict[str, PolicyKind] = {}
 
 def register_policy_kind(kind: PolicyKind, *, replace: bool = False) -> PolicyKind:
     """Make ``KIND:...`` a spec :func:`policy_from_spec` accepts."""
-    if not kind.name or ":" in kind.name:
-        raise ValueError(f"a policy kind is a non-empty word without ':' (got {kind.name!r})")
-    if kind.name in _KINDS and not replace:
-        raise ValueError(f"policy kind {kind.name!r} is already registered (replace=True to replace it)")
-    _KINDS[kind.name] = kind
-    return kind
+    return register_named(_KINDS, kind.name, kind, "policy kind", replace=replace)
 
 
 def policy_kinds() -> list[PolicyKind]:

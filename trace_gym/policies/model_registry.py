@@ -56,14 +56,20 @@ class ModelSpec:
 _MODELS: dict[str, ModelSpec] = {}
 
 
+def register_named(table: dict[str, Any], name: str, item: Any, what: str, *, replace: bool = False) -> Any:
+    """Put ``item`` under ``name`` in a name registry (models, policy kinds): a :class:`ValueError` for a name
+    that is empty or holds ``:`` (specs split on it), or that is taken unless ``replace``."""
+    if not name or ":" in name:
+        raise ValueError(f"a {what} is a non-empty word without ':' (got {name!r})")
+    if name in table and not replace:
+        raise ValueError(f"{what} {name!r} is already registered (replace=True to replace it)")
+    table[name] = item
+    return item
+
+
 def register_model(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
     """Make ``spec.name`` a model name every front end accepts."""
-    if not spec.name or ":" in spec.name:
-        raise ValueError(f"a model name is a non-empty word without ':' (got {spec.name!r})")
-    if spec.name in _MODELS and not replace:
-        raise ValueError(f"model {spec.name!r} is already registered (replace=True to replace it)")
-    _MODELS[spec.name] = spec
-    return spec
+    return register_named(_MODELS, spec.name, spec, "model name", replace=replace)
 
 
 def model_spec(name: str | None) -> ModelSpec | None:
