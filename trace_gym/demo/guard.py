@@ -16,24 +16,11 @@ from typing import Any
 from ..policies.base import ContextExceeded, Request, RequestQueue, act_batch
 from ..policies.wrapper import PolicyWrapper
 
-__all__ = ["ContextGuard", "chat_core"]
-
-
-def chat_core(policy: Any) -> Any:
-    """The :class:`~trace_gym.policies.chat.ChatPolicy` (transformers or llama.cpp) inside a plain, adapter or
-    routed policy."""
-    seen = policy
-    for attr in ("adapters", "base"):
-        inner = getattr(seen, attr, None)
-        if inner is not None:
-            seen = inner
-    if not all(hasattr(seen, a) for a in ("render_prompt", "tokenizer", "context_limit", "max_new_tokens")):
-        raise TypeError(f"{type(policy).__name__} does not wrap a chat-template model policy")
-    return seen
+__all__ = ["ContextGuard"]
 
 
 class ContextGuard(PolicyWrapper):
-    """Counts the requests of ``inner`` (a chat-template model policy, :func:`chat_core`) that its
+    """Counts the requests of ``inner`` (a model policy, plain, adapter or routed) that its
     context could not take (:attr:`fired`), each of which ends its episode; the policy's
     :class:`~trace_gym.policies.base.ContextExceeded` passes on to the rollout.  Every other feature
     is the wrapped policy's (``policy_id``, ``accepts_seeds``, ``batch_size``, ``reset``,
@@ -41,7 +28,6 @@ class ContextGuard(PolicyWrapper):
 
     def __init__(self, inner: Any):
         super().__init__(inner)
-        self.core = chat_core(inner)
         self.fired = 0
 
     @property
