@@ -56,6 +56,31 @@ def test_loop_stops_at_mastered_capabilities_and_resumes(tmp_path):
     assert plan.budget.used == len(jobs) + 2  # nothing charged twice
 
 
+class Closing(Noop):
+    """A base policy that says whether it was closed; ``log`` is shared by every one made."""
+
+    log: list[str] = []
+
+    def __init__(self):
+        Closing.log.append("loaded")
+
+    def close(self):
+        Closing.log.append("closed")
+
+
+def test_the_base_policy_is_loaded_once_and_closed_before_training(tmp_path):
+    Closing.log = []
+    seen = []
+    plan = TracePlan(target=Target(ENV_ID, {"unjudged_nl": "ignore"}), root=tmp_path, model="unused", base_policy=Closing,
+                     jobs=_jobs(1) + [RolloutJob("noop", "0", 0, None)], synthesis=SynthesisSettings(max_envs=1),
+                     calibration=CalibrationSettings(calib_seeds=1, calib_samples=2, cap_env_kwargs={"max_steps": 2},
+                                                     mastered=0.0))
+    run_trace(plan, StageStore(tmp_path), on_stage=lambda name, res: seen.append((name, list(Closing.log))))
+    # one policy played the rollouts and the calibration; the trainer started after it was closed
+    assert dict(seen)["calibration"] == ["loaded"] and dict(seen)["training"] == ["loaded", "closed"]
+    assert Closing.log == ["loaded", "closed"]
+
+
 def test_a_target_without_a_tool_domain_is_skipped_before_any_rollout(tmp_path):
     from tests.compare.envs import ENV_ID as NOTES
 

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..episode import CONTEXT_LENGTH
 from ..io import atomic_write_json
 from ..pipeline import RolloutJob, Target, TracePlan
 from ..render import fit_table
@@ -54,11 +55,10 @@ def rows_for(cfg: DemoConfig) -> list[tuple[str, str, tuple[str, ...]]]:
 
 @dataclass
 class Context:
-    """What the demo's pieces share: the config, the console and the base policy once loaded."""
+    """What the demo's pieces share: the config, the console and what the stages found."""
 
     cfg: DemoConfig
     console: Console
-    _policy: Any = None
     results: dict[str, Any] = field(default_factory=dict)
     weights: str | None = None  # the warm start's merged model folder, once made: "the model" from then on
 
@@ -140,11 +140,11 @@ class Context:
         return self.load(f"adapter:{name}")
 
     def policy(self) -> Any:
-        """The base model as a policy, loaded once (rollouts and calibration share it)."""
-        if self._policy is None:
-            self._policy = self.load("base")
-            self._policy.policy_id = self.cfg.model
-        return self._policy
+        """The base model as a new policy (the TRACE loop loads it once for rollouts and calibration, and closes it
+        before training)."""
+        policy = self.load("base")
+        policy.policy_id = self.cfg.model
+        return policy
 
 
 def _rel(p: str | Path) -> str:
@@ -322,7 +322,7 @@ def summarize(ctx: Context, row: str, extra: dict[str, Any]) -> tuple[dict[str, 
         res = r["rollouts"]
         model = res.by_policy.get(cfg.model, {"episodes": 0, "passed": 0})
         found = {**extra, "by_agent": res.by_policy, "episodes": res.n, "passed": res.passed,
-                 "context_overflows": ctx._policy.fired if ctx._policy is not None else 0}
+                 "context_overflows": sum(t.termination_reason == CONTEXT_LENGTH for t in res.trajectories())}
         head = f"{res.n} episodes; {cfg.model} passed {model['passed']}/{model['episodes']}"
         if cfg.scripted:
             head += f", scripted passed {res.passed - model['passed']}/{res.n - model['episodes']}"

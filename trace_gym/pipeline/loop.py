@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..policies.base import supports
 from .budget import RolloutBudget
 from .folder import RunFolder
 from .outcomes import OutcomeRouting
@@ -70,7 +71,9 @@ class TracePlan:
     target: Target
     root: Path
     model: str                                   # what the trainer loads: a model name or folder
-    base_policy: Callable[[], Any]               # the model under study as a policy, loaded when first needed
+    # the model under study as a policy: loaded (called) when first needed, shared by rollouts and calibration, and
+    # closed (when it can be) before training, so that its engine's memory is free while the trainer runs
+    base_policy: Callable[[], Any]
     jobs: list[RolloutJob]                       # 1. the episodes to play on the target (model and any others)
     seed: int = 0
     batch_size: int = 1                          # episodes played in lock step
@@ -144,6 +147,12 @@ def run_trace(plan: TracePlan, store: StageStore, *, prefix: str = "",
             loaded.append(plan.base_policy())
         return loaded[0]
 
+    def release() -> None:
+        while loaded:
+            done = loaded.pop()
+            if supports(done, "close"):
+                done.close()
+
     def stage(name: str, fn: Callable[[], Any], result_type: type) -> Any:
         result = store.run(prefix + name, fn, result_type)
         if on_stage is not None:
@@ -183,6 +192,7 @@ def run_trace(plan: TracePlan, store: StageStore, *, prefix: str = "",
         band=cal.band, tune_rounds=cal.tune_rounds, tune_reserve=training_reserve(plan, len(run.synthesis.envs)),
         tune_episodes=cal.tune_episodes, set_knobs=cal.cap_knobs,
         on_episode=on_episode and (lambda _env: on_episode("calibration"))), Calibration)
+    release()  # no later stage plays the base model: its memory goes back before the trainer loads one
     # 5. training: one GRPO+LoRA adapter per env still to learn
     run.training = stage("training", lambda: _train_all(plan, run.calibration, rehearsal_of(plan, run.rollouts)), Training)
     if not run.training.adapters:

@@ -81,6 +81,8 @@ class Policy(Protocol):
     * ``serve(queue) -> None`` answers requests continuously (:class:`RequestQueue`): each
       action as soon as it is complete, while the others go on, so that a rollout of
       several episodes never waits for a batch's longest action.
+    * ``close() -> None`` releases what the policy holds (a loaded engine's memory) once its
+      owner is done with it; the policy is not asked again afterwards.
 
     A wrapper around a policy (:class:`~trace_gym.policies.wrapper.PolicyWrapper`) forwards the
     features it does not change.
@@ -125,7 +127,7 @@ class AdapterServer(Protocol):
 
 
 # The optional features of a policy: methods (present when callable) and flags (with their default).
-_METHODS = ("act_batch", "reset", "bind_env", "serve")
+_METHODS = ("act_batch", "reset", "bind_env", "serve", "close")
 _FLAGS = {"accepts_seeds": False, "batchable": True}
 FEATURES = (*_METHODS, *_FLAGS)
 """The optional features :class:`Policy` lists, by name."""
@@ -134,7 +136,7 @@ FEATURES = (*_METHODS, *_FLAGS)
 def supports(policy: Any, feature: str) -> bool:
     """Whether ``policy`` has the optional ``feature`` (one of :data:`FEATURES`).
 
-    A method feature (``act_batch``, ``reset``, ``bind_env``, ``serve``) is there when the policy
+    A method feature (``act_batch``, ``reset``, ``bind_env``, ``serve``, ``close``) is there when the policy
     has it callable; a flag (``accepts_seeds``, ``batchable``) is the policy's value, or its
     default (``accepts_seeds`` false, ``batchable`` true) when the policy says nothing.
     An unknown ``feature`` is a ``ValueError``.
