@@ -292,11 +292,13 @@ def _policy_for(method: str, cfg: CompareConfig, result: dict[str, Any], root: P
                                  policy_id=f"trace:{Path(root).name}:{best['adapter']}"),
                 f"{result['routing']['skipped']}; adapter {best['adapter']} for every conversation")
     ap = M.adapter_policy(cfg.acting_spec, manifest, None, seed=cfg.seed, gen=gen, policy_id="adapters")
-    router = RetrievalRouter(RouterIndex.load(result["routing"]["index"]))
+    index = RouterIndex.load(result["routing"]["index"])
+    router = RetrievalRouter(index)
     names = [a["adapter"] for a in adapters] + ([result["joint"]["adapter"]] if result.get("joint") else [])
     pol = RoutedPolicy(ap, router, {n: n for n in names})  # the needs rule may route to the joint adapter
     pol.policy_id = f"trace:{Path(root).name}"
-    return pol, f"{len(adapters)} adapter(s) with retrieval routing"
+    joint = " and the joint adapter" if result.get("joint") else ""
+    return pol, f"{len(adapters)} adapter(s){joint}, routed by rule {index.settings.get('rule', 'vote')!r}"
 
 
 # ----------------------------------------------------------------------------- driver
