@@ -123,6 +123,7 @@ def test_rehearsal_joint_and_oracle_on_toolsandbox(tmp_path):
         best = max([sum(rs) / len(rs)] + [sum(f["rewards"][task]) / len(f["rewards"][task]) for f in forced.values()])
         assert sum(oracle["rewards"][task]) / len(oracle["rewards"][task]) == pytest.approx(best)
     assert sum(oracle["picks"].values()) == len(base)
+    assert oracle["forced"] == {n: f["rewards"] for n, f in forced.items()}  # each adapter forced alone, kept
     assert doc["methods"]["single"]["eval"]["rewards"] == forced[doc["methods"]["single"]["note"].split()[1]]["rewards"]
     assert "upper reference, not a method" in md and "oracle (reference)" in md
 

@@ -48,14 +48,17 @@ def oracle_eval(base: dict[str, Any], forced: dict[str, dict[str, Any]], *, seed
     """The oracle's evaluation document from the base model's and each adapter's (``forced``: name → its
     evaluation) on the same held-out tasks: per task, the trials of whichever scored the highest mean reward
     (the base model on a tie, then the adapters in order), with pass^k, graded scores and the refusal floor
-    recomputed; ``picks`` counts the tasks each source supplied."""
+    recomputed; ``picks`` counts the tasks each source supplied and ``forced`` keeps each adapter's own rewards
+    (name → task → trial rewards), so that each adapter forced alone can be reported beside the oracle."""
     sources = {"base": base, **forced}
 
     def best(t: str) -> str:
         return max(sources, key=lambda n: (sum(sources[n]["rewards"][t]) / max(1, len(sources[n]["rewards"][t])),
                                            -list(sources).index(n)))
 
-    return combined_eval(base, sources, best, "oracle", seed=seed)
+    doc = combined_eval(base, sources, best, "oracle", seed=seed)
+    doc["forced"] = {name: {t: list(r) for t, r in ev["rewards"].items()} for name, ev in forced.items()}
+    return doc
 
 
 def ideal_eval(base: dict[str, Any], joint: dict[str, Any], refuse: set[str], *, seed: int) -> dict[str, Any]:
