@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from paired_across_runs import REFUSAL_GROUP, paired  # noqa: E402
+from paired_across_runs import paired, parts_of  # noqa: E402
 
 
 def rows_of(doc: dict) -> dict[str, dict[str, float]] | None:
@@ -59,17 +59,15 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         groups = doc["methods"]["base"]["eval"]["task_groups"]
         base = rows.pop("base")
+        parts = parts_of(list(base), groups)
+        refuse = parts["insufficient information"]
         print(f"{path} ({len(base)} held-out scenarios)")
         for name, row in rows.items():
-            parts = {"overall": list(base), "answerable": [t for t in base if REFUSAL_GROUP not in groups[t]],
-                     "insufficient information": [t for t in base if REFUSAL_GROUP in groups[t]]}
-            cells = []
+            into, cells = pooled.setdefault(name, {}), []
             for part, tasks in parts.items():
                 d = [row[t] - base[t] for t in tasks]
-                into = pooled.setdefault(name, {})
                 into.setdefault(part, []).extend(d)
                 cells.append(f"{part} {paired(d)}")
-            refuse = parts["insufficient information"]
             into.setdefault("refusals", []).extend(row[t] for t in refuse)
             into.setdefault("base refusals", []).extend(base[t] for t in refuse)
             print(f"  {name} − base: " + "; ".join(cells)

@@ -38,6 +38,12 @@ def _groups(doc: dict) -> dict[str, list[str]]:
     return doc["methods"]["base"]["eval"]["task_groups"]
 
 
+def parts_of(tasks: list[str], groups: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The scenarios reported apart: all of them, the answerable ones and the insufficient-information ones."""
+    return {"overall": list(tasks), "answerable": [t for t in tasks if REFUSAL_GROUP not in groups[t]],
+            "insufficient information": [t for t in tasks if REFUSAL_GROUP in groups[t]]}
+
+
 def paired(diffs: list[float], seed: int = 1000, n: int = 2000) -> str:
     x = np.asarray(diffs, dtype=float)
     rng = np.random.default_rng(seed)
@@ -71,9 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{new_path} against {old_path} ({len(base_new)} held-out scenarios; base identical)")
         for other in args.against.split(","):
             theirs = _rewards(old, other)
-            parts = {"overall": list(base_new), "answerable": [t for t in base_new if REFUSAL_GROUP not in groups[t]],
-                     "insufficient information": [t for t in base_new if REFUSAL_GROUP in groups[t]]}
-            for part, tasks in parts.items():
+            for part, tasks in parts_of(list(base_new), groups).items():
                 d = [mine[t] - theirs[t] for t in tasks]
                 pooled.setdefault(f"{args.method} − {other}, {part}", {}).setdefault("d", []).extend(d)
                 print(f"  {args.method} − {other}, {part}: {paired(d)}")
