@@ -18,7 +18,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from .policies.base import Policy, reset_policy
+from .policies.base import Policy, reset_policy, supports
 from .trajectory import Trajectory
 
 __all__ = ["Episode", "EpisodeQueue", "RolloutError", "CONTEXT_LENGTH", "LOCK_STEP", "SERVING", "rollout_mode",
@@ -35,7 +35,7 @@ def rollout_mode(policy: Any, slots: int) -> str:
     """How a rollout of ``slots`` env slots plays: :data:`SERVING` when there are several and the policy
     serves requests continuously (``policy.serve``, :class:`~trace_gym.policies.base.RequestQueue`),
     else :data:`LOCK_STEP` (one ``act_batch`` per turn of the episodes in play)."""
-    return SERVING if slots > 1 and callable(getattr(policy, "serve", None)) else LOCK_STEP
+    return SERVING if slots > 1 and supports(policy, "serve") else LOCK_STEP
 
 
 def mode_note(policy: Any, slots: int) -> str:
@@ -202,9 +202,9 @@ class EpisodeQueue:
             raise ValueError("rollout needs at least one env")
         if len({id(e) for e in envs}) != len(envs):
             raise ValueError("rollout needs distinct env instances")
-        if min(len(envs), len(seeds)) > 1 and not getattr(policy, "batchable", True):
+        if min(len(envs), len(seeds)) > 1 and not supports(policy, "batchable"):
             raise ValueError(f"policy {policy.policy_id!r} plays one episode at a time; use a batch size of 1")
-        if min(len(envs), len(seeds)) > 1 and callable(getattr(policy, "bind_env", None)):
+        if min(len(envs), len(seeds)) > 1 and supports(policy, "bind_env"):
             raise ValueError(f"policy {policy.policy_id!r} binds to the env it plays (bind_env); use one env slot")
         self.envs, self.policy, self.seeds, self.options = list(envs), policy, list(seeds), per_episode
         self.acting = [int(s) for s in (policy_seeds if policy_seeds is not None else seeds)]
@@ -223,9 +223,8 @@ class EpisodeQueue:
         for j in self._next:
             ep = Episode(env, self.policy.policy_id, self.seeds[j], self.options[j])
             if len(self.envs) == 1:
-                bind = getattr(self.policy, "bind_env", None)
-                if callable(bind):  # a policy that reads its env (a baseline playing the reference solution)
-                    bind(env.unwrapped)
+                if supports(self.policy, "bind_env"):  # a policy that reads its env (the reference solution's player)
+                    self.policy.bind_env(env.unwrapped)
                 reset_policy(self.policy, self.acting[j])
             ep.start()
             if not ep.done:

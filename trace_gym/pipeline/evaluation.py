@@ -53,7 +53,7 @@ class ForfeitOnError(PolicyWrapper):
             return FORFEIT
 
     def act_batch(self, requests: list[Any], seeds: list[int | None] | None = None) -> list[str]:
-        from ..policies.base import ContextExceeded, PolicyError, act_batch
+        from ..policies.base import ContextExceeded, PolicyError, act_batch, reset_policy
 
         try:
             return act_batch(self.inner, requests, seeds)
@@ -62,8 +62,8 @@ class ForfeitOnError(PolicyWrapper):
         except PolicyError:  # answer one at a time so that only the failing episodes forfeit
             out, full = [], []
             for i, (m, t) in enumerate(requests):
-                if seeds is not None and hasattr(self.inner, "reset"):
-                    self.inner.reset(seeds[i])
+                if seeds is not None:
+                    reset_policy(self.inner, seeds[i])
                 try:
                     out.append(self.act(m, t))
                 except ContextExceeded as exc:
