@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core.outcome import is_success, success_threshold
+from ..policies.base import supports
 from ..progress import track
 
 __all__ = ["CalibrationResult", "calibrate", "play_groups", "tune", "pass_at_k", "make_policy", "BASELINES"]
@@ -154,8 +155,8 @@ def play_groups(make_env: Callable[[], Any], policy: Any, seeds: list[int], samp
 
     if samples < 1 or slots < 1:
         raise ValueError(f"play_groups needs samples >= 1 and slots >= 1, got {samples} and {slots}")
-    batched = (slots > 1 and getattr(policy, "batchable", True) and hasattr(policy, "act_batch")
-               and not hasattr(policy, "bind_env"))
+    batched = (slots > 1 and supports(policy, "batchable") and supports(policy, "act_batch")
+               and not supports(policy, "bind_env"))
     jobs = [(s, k) for s in seeds for k in range(samples)]
     rewards: dict[int, list[float]] = {s: [] for s in seeds}
     cases: dict[int, str] = {}

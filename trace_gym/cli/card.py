@@ -60,6 +60,7 @@ def _run(args: argparse.Namespace) -> int:
     from trace_gym.eval.card import CardError, capability_envs, card_table, plot_card, report_card
     from trace_gym.eval.policies import MAX_NEW_TOKENS, resolve_policy
     from trace_gym.io import atomic_write_json
+    from trace_gym.policies.base import supports
     from trace_gym.progress import reporting
 
     console = Console()
@@ -92,7 +93,7 @@ def _run(args: argparse.Namespace) -> int:
         with reporting(Console(stderr=True)):  # evaluate() shows its progress line on stderr
             card = report_card(args.domain, policy, tasks=args.episodes, split=args.split, trials=trials, base_seed=first,
                                store=args.store, envs=envs, floor=not args.no_floor,
-                               batch_size=args.batch_size if getattr(policy, "batchable", True) else 1)
+                               batch_size=args.batch_size if supports(policy, "batchable") else 1)
     except CardError as exc:
         raise UsageError(str(exc)) from None
     card["spec"] = args.policy

@@ -66,6 +66,7 @@ def _run(args: argparse.Namespace) -> int:
     from trace_gym.eval.report import comparison_table, paired_difference_table, plot_comparison, report_table
     from trace_gym.eval.scores import paired_scores
     from trace_gym.io import atomic_write_json
+    from trace_gym.policies.base import supports
     from trace_gym.progress import reporting
 
     console = Console()
@@ -125,7 +126,7 @@ def _run(args: argparse.Namespace) -> int:
         with reporting(Console(stderr=True)):  # evaluate() shows its progress line on stderr
             rep = evaluate(args.env, policy, tasks, args.trials, store=folder / "episodes.jsonl", base_seed=args.seed,
                            success=success, env_kwargs=env_kwargs,
-                           batch_size=batch_size if getattr(policy, "batchable", True) else 1,
+                           batch_size=batch_size if supports(policy, "batchable") else 1,
                            floor=args.floor, exclude_groups=exclude)
         doc = rep.to_dict()
         doc["spec"] = spec

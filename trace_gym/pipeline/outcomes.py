@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..policies.base import supports
 from .budget import BudgetExceeded, RolloutBudget
 from .stages import RolloutJob
 from .target import Target
@@ -86,7 +87,7 @@ def play_outcomes(target: Target, adapters: list[str], jobs: list[RolloutJob], l
             continue
         policy = load(a)
         policy.policy_id = adapter_policy_id(a)
-        size = max(1, batch_size if getattr(policy, "batchable", True) else 1)
+        size = max(1, batch_size if supports(policy, "batchable") else 1)
         envs = [target.make(budget, STAGE, todo[a][0].env_kwargs) for _ in range(min(size, len(todo[a])))]
         try:
             for start in range(0, len(todo[a]), size):

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..core.outcome import is_success, success_threshold
 from ..io import atomic_write_json
+from ..policies.base import supports
 from ..progress import track
 from ..synthesis.register import register_spec_files_once
 from .budget import BudgetedEnv, RolloutBudget
@@ -101,7 +102,7 @@ def play_rollouts(target: Target, jobs: list[RolloutJob], store_path: str | Path
             if id(pol) not in loaded:  # a loader is called once, when its first episode is due
                 loaded[id(pol)] = pol() if isinstance(pol, type) or not hasattr(pol, "act") else pol
             policy = loaded[id(pol)]
-            size = batch_size if getattr(policy, "batchable", True) else 1
+            size = batch_size if supports(policy, "batchable") else 1
             chunk = [todo[i]]
             while (len(chunk) < size and i + len(chunk) < len(todo) and todo[i + len(chunk)].policy is pol
                    and todo[i + len(chunk)].env_kwargs == kw):
